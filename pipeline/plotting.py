@@ -1,0 +1,88 @@
+"""The one plotting style, and atomic, byte-stable figure writers (matplotlib and plotly)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from pipeline.io import atomic_path  # noqa: E402
+
+STYLE = {
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "savefig.bbox": "tight",
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "image.interpolation": "nearest",
+    "svg.hashsalt": "trainscape",
+    "pdf.compression": 6,
+}
+
+
+def apply_style() -> None:
+    matplotlib.rcParams.update(STYLE)
+
+
+apply_style()
+
+# Deterministic outputs: no timestamps in PDF/PNG metadata.
+_META = {"pdf": {"CreationDate": None, "ModDate": None, "Producer": "trainscape"},
+         "png": {"Software": "trainscape"}}
+
+
+def dpi() -> int:
+    """``TRAINSCAPE_DPI`` lowers the raster resolution (tests); default from the style."""
+    return int(os.environ.get("TRAINSCAPE_DPI", STYLE["savefig.dpi"]))
+
+
+def save_mpl(fig: plt.Figure, base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+    """Save ``fig`` as ``<base>.<fmt>`` for each format, atomically; close it; return the paths."""
+    base = Path(base)
+    out = []
+    for fmt in formats:
+        path = base.with_name(f"{base.name}.{fmt}")
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=dpi(), metadata=_META.get(fmt))
+        out.append(path)
+    plt.close(fig)
+    return out
+
+
+def save_plotly_html(fig, path: str | Path) -> Path:  # noqa: ANN001
+    """Self-contained interactive HTML (plotly.js embedded, works offline)."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.write_html(tmp, include_plotlyjs=True, full_html=True, auto_play=False)
+    return path
+
+
+_KALEIDO_STARTED = False
+
+
+def save_plotly_static(fig, base: str | Path, formats: tuple[str, ...] = ("png",)) -> list[Path]:  # noqa: ANN001
+    """Static export through kaleido (needs Chromium; see README). Errors are not swallowed."""
+    global _KALEIDO_STARTED
+    import kaleido
+
+    if not _KALEIDO_STARTED:
+        kaleido.start_sync_server(silence_warnings=True)
+        _KALEIDO_STARTED = True
+    base = Path(base)
+    out = []
+    for fmt in formats:
+        path = base.with_name(f"{base.name}.{fmt}")
+        with atomic_path(path) as tmp:
+            fig.write_image(tmp, format=fmt)
+        out.append(path)
+    return out

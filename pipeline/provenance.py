@@ -1,0 +1,43 @@
+"""Where an output came from: git commit and dirty flag, params hash, data checksums."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import subprocess
+from pathlib import Path
+
+from pipeline.io import read_json
+from pipeline.paths import data_dir, repo_root
+
+
+@functools.cache
+def git_state() -> tuple[str, bool]:
+    """(commit, dirty) of the repository; ('unknown', True) outside git."""
+    root = repo_root()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                capture_output=True, text=True, check=True).stdout
+        return commit, bool(status.strip())
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown", True
+
+
+def data_checksums(datasets: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``{'<dataset>/<file>': sha256}`` from each dataset's ``checksums.json`` (written by download)."""
+    out: dict[str, str] = {}
+    for ds in datasets:
+        meta = read_json(data_dir(ds) / "checksums.json")
+        for name, sums in sorted(meta["files"].items()):
+            out[f"{ds}/{name}"] = sums["sha256"]
+    return out
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

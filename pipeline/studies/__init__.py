@@ -1,0 +1,1 @@
+"""One folder per study: config.py (params schema) and steps.py (stage functions)."""

@@ -1,0 +1,1 @@
+"""Thin stage entry points for dvc.yaml; the logic lives in ``pipeline``."""

@@ -1,0 +1,8 @@
+"""`python -m stages.extract <study> <unit>`: the extract step of a study (see pipeline.stage)."""
+
+import sys
+
+from pipeline.stage import main
+
+if __name__ == "__main__":
+    sys.exit(main("extract"))

@@ -1,0 +1,8 @@
+"""`python -m stages.render <study> <unit>`: the render step of a study (see pipeline.stage)."""
+
+import sys
+
+from pipeline.stage import main
+
+if __name__ == "__main__":
+    sys.exit(main("render"))

@@ -1,0 +1,112 @@
+"""Shared fixtures: a temporary MLflow store, tiny data, and a throw-away copy of the repository
+for smoke slices of the real pipeline (``dvc repro`` on the smoke profile)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="session")
+def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One temporary sqlite store for the session (creating one runs migrations: seconds)."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_tracking(monkeypatch: pytest.MonkeyPatch, mlflow_uri: str) -> None:
+    """Tests never write to the repository's mlflow.db."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+
+
+@dataclass
+class RepoCopy:
+    path: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+        proc = subprocess.run(list(args), cwd=self.path, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
+                                 f"{proc.stderr[-4000:]}")
+        return proc
+
+    def dvc(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+        return self.run(str(BIN / "dvc"), *args, check=check, timeout=timeout)
+
+    def params(self) -> dict:
+        return yaml.safe_load((self.path / "params.yaml").read_text())
+
+    def set_params(self, updates: dict) -> None:
+        """Deep-merge ``updates`` into the copy's params.yaml."""
+        data = self.params()
+
+        def merge(dst: dict, src: dict) -> None:
+            for k, v in src.items():
+                if isinstance(v, dict) and isinstance(dst.get(k), dict):
+                    merge(dst[k], v)
+                else:
+                    dst[k] = v
+
+        merge(data, updates)
+        (self.path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _source_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [f for f in out.split("\0") if f and (ROOT / f).is_file()]
+
+
+@pytest.fixture(scope="session")
+def data_mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with both datasets in the ``artifacts/data`` layout, fetched once per session."""
+    from pipeline.data import DATASETS, fetch, write_dataset
+
+    local = ROOT / "artifacts" / "data"
+    if all((local / name / "checksums.json").exists() for name in DATASETS):
+        return local
+    mirror = tmp_path_factory.mktemp("data")
+    for name in DATASETS:
+        files, source = fetch(name, mirror_dir=local if local.is_dir() else None, log=lambda _m: None)
+        write_dataset(name, files, source, mirror / name)
+    return mirror
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path, mlflow_uri: str, data_mirror: Path) -> RepoCopy:
+    """A fresh git+DVC copy of the working tree (tracked and untracked-not-ignored files).
+
+    Data comes through the mirror source from :func:`data_mirror`, so copies never re-download.
+    """
+    dst = tmp_path / "repo"
+    for rel in _source_files():
+        target = dst / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+           "MLFLOW_TRACKING_URI": mlflow_uri, "MPLBACKEND": "Agg", "TRAINSCAPE_DPI": "60",
+           "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    env.pop("TRAINSCAPE_ROOT", None)
+    env.pop("DVC_ROOT", None)
+    env["TRAINSCAPE_DATA_MIRROR"] = str(data_mirror)
+    copy = RepoCopy(dst, env)
+    copy.run("git", "init", "-q")
+    copy.run("git", "add", "-A")
+    copy.run("git", "commit", "-q", "-m", "copy")
+    if not (dst / ".dvc").is_dir():
+        copy.dvc("init", "-q")
+    return copy

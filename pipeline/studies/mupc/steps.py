@@ -6,9 +6,10 @@ from types import ModuleType
 from typing import Any
 
 from pipeline.studies.mupc.analysis import steps as analysis
+from pipeline.studies.mupc.figures import steps as figures
 from pipeline.studies.mupc.training import steps as training
 
-PARTS: dict[str, ModuleType] = {"analysis": analysis, "training": training}
+PARTS: dict[str, ModuleType] = {"analysis": analysis, "training": training, "figures": figures}
 
 
 def _part(cfg: Any, kind: str, unit: str) -> tuple[ModuleType, Any]:

@@ -62,7 +62,8 @@ def log_child(ctx: Any, unit: str, res: RunResult, extra: dict[str, Any], every:
         return run.run_id
 
 
-def run_sweep(ctx: Any, cfg: TrainingParams, unit: str, *, trainer=train_group) -> dict[str, Any]:
+def run_sweep(ctx: Any, cfg: TrainingParams, unit: str, *, trainer=train_group,
+              loader=load_dataset) -> dict[str, Any]:
     """Train every unfinished run of sweep ``unit`` under the active profile. Returns a summary."""
     t0 = time.time()
     prof = cfg.profile(ctx.profile)
@@ -89,7 +90,7 @@ def run_sweep(ctx: Any, cfg: TrainingParams, unit: str, *, trainer=train_group) 
     for gi, group in enumerate(groups):
         ds = group[0].dataset
         if ds not in cache:
-            cache[ds] = load_dataset(ds, prof.data.n_train, prof.data.n_test, device, dtype)
+            cache[ds] = loader(ds, prof.data.n_train, prof.data.n_test, device, dtype)
         tg = time.time()
         results = trainer(group, cache[ds], device, dtype, prof.hessian_dense_max_n) \
             if group[0].kind == "pc" else trainer(group, cache[ds], device, dtype)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -63,13 +64,13 @@ class DataSet:
 
 
 def load_dataset(name: str, n_train: int | None, n_test: int | None, device: str | torch.device,
-                 dtype: torch.dtype = torch.float32, batch_size: int = 64) -> DataSet:
+                 dtype: torch.dtype = torch.float32, batch_size: int = 64, root: Any = None) -> DataSet:
     from pipeline.data import load_split, normalised
 
     mean, std = DATA_STATS[name]
     out = []
     for train, n in ((True, n_train), (False, n_test)):
-        split = load_split(name, train)
+        split = load_split(name, train, root=None if root is None else Path(root) / name)
         imgs, labels = split.images, split.labels
         if n is not None:
             imgs, labels = imgs[:n], labels[:n]
@@ -317,6 +318,11 @@ def train_bp_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
 
 def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
                 dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096) -> list[RunResult]:
+    """Train runs that share one stack key (see ``sweeps.stack_key``) together."""
+    from pipeline.studies.mupc.training.sweeps import stack_key
+
+    if len({stack_key(rc) for rc in runs}) != 1:
+        raise ValueError("train_group: runs differ in a shape/schedule field; split them with stack_groups")
     if runs[0].kind == "bp":
         return train_bp_group(runs, data, device, dtype)
     return train_pc_group(runs, data, device, dtype, hessian_dense_max_n)

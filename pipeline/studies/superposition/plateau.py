@@ -8,8 +8,8 @@ convergence to the end of training) is therefore not a plateau.
 
 For every epoch e the longest flat stretch ending at e is found with two monotone queues (O(n)); the
 ends e whose stretch is long enough and is followed by a drop form runs, and each run gives one
-plateau: the longest flat stretch ending at the run's last end (the last epoch still within ``tol`` of
-the plateau before the loss falls away), so the reported stretch does not depend on ``drop_window``.
+plateau: the longest of the run's flat stretches (the whole flat region before the loss falls away),
+so the reported stretch does not depend on ``drop_window`` once the drop is within reach.
 
 Epochs are 1-based as in the seed's loss list: epoch e's loss is ``losses[e - 1]``, measured before
 that epoch's update. Only the finite prefix of a curve is analysed (a NaN ends the search).
@@ -107,7 +107,8 @@ def detect_plateaus(losses: np.ndarray | list[float], *, tol: float, window: int
         return hits
     runs = np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1)
     for run in runs:
-        e = int(run[-1])
+        lengths = run - starts[run]
+        e = int(run[np.flatnonzero(lengths == lengths.max())[-1]])  # the longest stretch (latest on ties)
         s = int(starts[e])
         seg = x[s : e + 1]
         after = x[e + 1 : e + 1 + drop_window]

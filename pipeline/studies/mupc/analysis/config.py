@@ -1,10 +1,171 @@
-"""Params schema of `mupc.analysis` (to be completed)."""
+"""Params schema of ``mupc.analysis`` (spec §2–4, §6 F1–F6 and F26–F27, §7).
+
+Stage keys are profile-independent (``train_units``, ``render_units``); every grid comes from the active
+profile under ``profiles.{smoke,gpu_medium,paper}``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+from pipeline.config import bounded, check
+
+Act = Literal["linear", "tanh", "relu"]
+HessParam = Literal["sp", "mupc", "ntp"]
+Init = Literal["standard", "standard_gauss", "one_over_N", "orthogonal"]
+TrainUnit = Literal["hessian_init", "fwd_pass", "theory_grid", "theory_width"]
+Variant = Literal["sp_no_skips", "sp_skips", "depth_mup_no_skips", "depth_mup_skips", "orthogonal"]
+
+# render unit (figure family) -> the train unit it reads
+RENDER_SOURCES = {"F1": "hessian_init", "F2": "hessian_init", "F3": "hessian_init", "F4": "hessian_init",
+                  "F5": "fwd_pass", "F6": "fwd_pass", "F26": "theory_grid", "F27": "theory_width"}
+
+
+def _unique(values: list, path: str) -> None:
+    check(len(set(values)) == len(values), path, values, "a list without repeated values")
+
+
+@dataclass(frozen=True)
+class HessFamily:
+    """One parameterisation with the weight inits and skip settings it is crossed with."""
+
+    param: HessParam
+    inits: list[Init]
+    skips: list[bool]
+
+
+@dataclass(frozen=True)
+class HessianProfile:
+    acts: list[Act]
+    families: list[HessFamily]
+    activity_decays: list[float] = bounded(0.0)
+    widths: list[int] = bounded(1)  # N (D = d_y = N: the 'width' in/out set-up)
+    depths: list[int] = bounded(1)  # H
+    seeds: list[int] = bounded(0)
+    full_spectra: Literal["slices", "all"] = "slices"  # slices: the N = max row and H = max column
+    dense_max_n: int = bounded(0, default=64)  # n = N·H at or below: dense eigvalsh for everything
+    autodiff_check_max_n: int = bounded(0, default=64)  # cross-check blocks vs torch.func.hessian
+    spectrum_backend: Literal["banded", "dense_torch"] = "banded"  # full spectra above dense_max_n
+    lanczos_tol: float = bounded(0.0, 1e-3, lo_open=True, default=1e-10)
+    save_weights: bool = True
+
+    def check(self, path: str) -> None:
+        for name in ("widths", "depths", "seeds", "activity_decays", "acts"):
+            _unique(getattr(self, name), f"{path}.{name}")
+        for name in ("widths", "depths", "acts", "families", "seeds", "activity_decays"):
+            check(len(getattr(self, name)) > 0, f"{path}.{name}", getattr(self, name), "a non-empty list")
+
+
+@dataclass(frozen=True)
+class FwdProfile:
+    acts: list[Act]
+    optims: list[Literal["sgd", "adam"]]
+    variants: list[Variant]
+    widths: list[int] = bounded(1)
+    depths: list[int] = bounded(4)  # L, the number of weight layers
+    checks: int = bounded(1)  # steps t = 0 … checks−1
+    lr: float = bounded(0.0, lo_open=True)
+    batch_size: int = bounded(1)
+    seed: int = bounded(0)
+    train_images: int | None = bounded(64)  # first images of the MNIST training set (None: all)
+    plot_ts: list[int] = bounded(0)  # steps drawn in the per-N / per-L panels
+    slice_depth: int = bounded(4)  # L of the per-N panels (notebook: 16)
+    slice_widths: list[int] = bounded(1)  # N of the per-L panels (notebook: 128, 1024)
+
+    def check(self, path: str) -> None:
+        for L in self.depths:
+            check(L % 4 == 0, f"{path}.depths", L, "multiples of 4 (layer indices L/4, L/2, 3L/4)")
+        for name in ("widths", "depths", "acts", "optims", "variants"):
+            _unique(getattr(self, name), f"{path}.{name}")
+        check(self.slice_depth in self.depths, f"{path}.slice_depth", self.slice_depth, f"one of {self.depths}")
+        for n in self.slice_widths:
+            check(n in self.widths, f"{path}.slice_widths", n, f"values of widths {self.widths}")
+        for t in self.plot_ts:
+            check(t < self.checks, f"{path}.plot_ts", t, f"steps below checks = {self.checks}")
+        if self.train_images is not None:
+            check(self.train_images >= self.checks * self.batch_size, f"{path}.train_images", self.train_images,
+                  f"at least checks × batch_size = {self.checks * self.batch_size}")
+
+
+@dataclass(frozen=True)
+class TheoryGridProfile:
+    """Linear nets with skips, Adam on the weights (exact inference), N × H phase diagrams of ℒ/F*."""
+
+    param_lrs: dict[str, float]  # param ('sp' | 'mupc') -> Adam learning rate
+    color_max: dict[str, float]  # param -> upper end of the log colour scale (lower end 1)
+    widths: list[int] = bounded(1)
+    depths: list[int] = bounded(1)
+    iters: int = bounded(1)
+    batch_size: int = bounded(1)
+    seed: int = bounded(0)
+    train_images: int | None = bounded(64)
+    plot_iters: list[int] = bounded(0)
+
+    def check(self, path: str) -> None:
+        for p in self.param_lrs:
+            check(p in ("sp", "mupc"), f"{path}.param_lrs", p, "'sp', 'mupc'")
+            check(self.param_lrs[p] > 0, f"{path}.param_lrs.{p}", self.param_lrs[p], "a positive number")
+            check(p in self.color_max, f"{path}.color_max", sorted(self.color_max), f"a value for {p}")
+        for t in self.plot_iters:
+            check(t < self.iters, f"{path}.plot_iters", t, f"iterations below iters = {self.iters}")
+        if self.train_images is not None:
+            check(self.train_images >= self.iters * self.batch_size, f"{path}.train_images", self.train_images,
+                  f"at least iters × batch_size = {self.iters * self.batch_size}")
+        _unique(self.widths, f"{path}.widths")
+        _unique(self.depths, f"{path}.depths")
+
+
+@dataclass(frozen=True)
+class TheoryWidthProfile:
+    """Width sweep at fixed depth; linear exact, tanh/relu numerical equilibria."""
+
+    acts: list[Act]
+    params: list[Literal["sp", "mupc"]]
+    param_lr: float = bounded(0.0, lo_open=True)
+    depth: int = bounded(1)
+    widths: list[int] = bounded(1)
+    plot_widths: list[int] = bounded(1)
+    iters: int = bounded(1)
+    batch_size: int = bounded(1)
+    seed: int = bounded(0)
+    train_images: int | None = bounded(64)
+    eq_tol: float = bounded(0.0, lo_open=True, default=1e-8)  # RMS per-sample gradient
+    eq_max_steps: int = bounded(1, default=5000)
+
+    def check(self, path: str) -> None:
+        for n in self.plot_widths:
+            check(n in self.widths, f"{path}.plot_widths", n, f"values of widths {self.widths}")
+        if self.train_images is not None:
+            check(self.train_images >= self.iters * self.batch_size, f"{path}.train_images", self.train_images,
+                  f"at least iters × batch_size = {self.iters * self.batch_size}")
+        _unique(self.widths, f"{path}.widths")
+
+
+@dataclass(frozen=True)
+class AnalysisProfile:
+    hessian: HessianProfile
+    fwd_pass: FwdProfile
+    theory_grid: TheoryGridProfile
+    theory_width: TheoryWidthProfile
+    threads: int = bounded(1, default=1)  # torch CPU threads per stage
 
 
 @dataclass(frozen=True)
 class AnalysisParams:
-    pass
+    legacy_noskip_branch_scale: bool  # Q1: reproduce the reference's 1/√(N·L) for mupc/ntp without skips
+    train_units: list[TrainUnit]
+    render_units: dict[str, str]  # figure family -> train unit it reads (fixed pairs, see RENDER_SOURCES)
+    profiles: dict[str, AnalysisProfile]
+
+    def check(self, path: str) -> None:
+        _unique(self.train_units, f"{path}.train_units")
+        for fam, src in self.render_units.items():
+            check(fam in RENDER_SOURCES, f"{path}.render_units", fam, f"one of {sorted(RENDER_SOURCES)}")
+            check(src == RENDER_SOURCES[fam], f"{path}.render_units.{fam}", src, repr(RENDER_SOURCES[fam]))
+            check(src in self.train_units, f"{path}.render_units.{fam}", src,
+                  f"a unit of train_units {self.train_units}")
+        for prof in ("smoke", "gpu_medium", "paper"):
+            check(prof in self.profiles, f"{path}.profiles", sorted(self.profiles), "smoke, gpu_medium and paper")
+        for prof in self.profiles:
+            check(prof in ("smoke", "gpu_medium", "paper"), f"{path}.profiles", prof, "smoke, gpu_medium, paper")

@@ -1,0 +1,84 @@
+"""Forward-pass study (spec §4): activity and weight norms of BP-trained residual MLPs across N and L.
+
+The layer maps of §1.2 used as an ordinary network; ``L`` = number of weight layers (H = L − 1 hidden
+layers). BP on ``mean((y − ŷ)²)``; at steps t = 0 … checks−1 (before the update at t) record, at the
+weight-layer indices ℓ ∈ {1, L/4, L/2, 3L/4, L} (1-based), mean |z_ℓ|, RMS z_ℓ (layer L: the output
+ŷ), the Frobenius norm and the spectral norm of the raw W_ℓ. The optimisers (sgd, adam) of one
+(variant, act, N, L) cell share their initial weights and run stacked on the engine's run axis.
+Non-finite values (SP with skips overflows at depth) are stored as they are.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pipeline.studies.mupc.energy import Adam
+from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights
+
+VARIANTS = {  # name -> (param, init, skips)
+    "sp_no_skips": ("sp", "standard", False),
+    "sp_skips": ("sp", "standard", True),
+    "depth_mup_no_skips": ("depth_mup", "standard_gauss", False),
+    "depth_mup_skips": ("depth_mup", "standard_gauss", True),
+    "orthogonal": ("orthogonal", "orthogonal", False),
+}
+METRICS = ("avg_activity_l1", "avg_activity_l2", "param_l2_norms", "param_spectral_norms")
+
+
+def layer_indices(L: int) -> list[int]:
+    """0-based weight-layer indices [0, L/4−1, L/2−1, 3L/4−1, L−1] (the reference's)."""
+    return [0, L // 4 - 1, L // 2 - 1, 3 * L // 4 - 1, L - 1]
+
+
+def net_spec(variant: str, act: str, N: int, L: int, D: int = 784, d_y: int = 10) -> NetSpec:
+    param, init, skips = VARIANTS[variant]
+    gain = 1.05 if (init == "orthogonal" and act == "tanh") else 1.0
+    return NetSpec(D=D, N=N, H=L - 1, d_y=d_y, act=act, skips=skips, param=param, init=init, orth_gain=gain)
+
+
+def spectral_norm(w: torch.Tensor) -> torch.Tensor:
+    """Largest singular value, exact (``torch.linalg.matrix_norm(ord=2)``, batched over leading axes)."""
+    return torch.linalg.matrix_norm(w, ord=2)
+
+
+def record(spec: NetSpec, w: Weights, z: torch.Tensor, y_hat: torch.Tensor, idx: list[int]) -> torch.Tensor:
+    """[4 metrics, R, 5 layers] at the current weights/activities."""
+    L = spec.L
+    out = torch.empty(4, w.runs, len(idx), dtype=torch.float64)
+    for k, ell in enumerate(idx):
+        act = y_hat if ell == L - 1 else z[:, ell]  # [R, B, n]
+        mat = w.w_in if ell == 0 else (w.w_out if ell == L - 1 else w.w_hid[:, ell - 1])
+        out[0, :, k] = act.abs().mean(dim=(1, 2)).double().cpu()
+        out[1, :, k] = act.pow(2).mean(dim=(1, 2)).sqrt().double().cpu()
+        out[2, :, k] = torch.linalg.matrix_norm(mat).double().cpu()
+        out[3, :, k] = spectral_norm(mat).double().cpu()
+    return out
+
+
+def run_cell(spec: NetSpec, optims: list[str], batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float,
+             seed: int, device: str) -> torch.Tensor:
+    """Train one (variant, act, N, L) cell with every optimiser stacked: returns [4, R, 5, checks]."""
+    R = len(optims)
+    w = init_weights(spec, [seed] * R, dtype=torch.float32, device=device)
+    params = [t.requires_grad_(True) for t in w.tensors()]
+    adam = Adam([p.detach() for p in params], lr) if "adam" in optims else None
+    is_adam = torch.tensor([o == "adam" for o in optims], device=device)
+    idx = layer_indices(spec.L)
+    rows = []
+    for t, (x, y) in enumerate(batches):
+        w = Weights(*params)
+        z, y_hat = feedforward(spec, w, x)
+        with torch.no_grad():
+            rows.append(record(spec, w, z, y_hat, idx))
+        if t == len(batches) - 1:
+            break  # the last record needs no update
+        loss = (y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum()  # runs are independent
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            new = [p - lr * g for p, g in zip(params, grads)]
+            if adam is not None:
+                stepped = adam.step([p.detach() for p in params], list(grads))
+                new = [torch.where(is_adam.view(-1, *([1] * (p.dim() - 1))), a, s) for p, a, s in
+                       zip(params, stepped, new)]
+        params = [p.detach().requires_grad_(True) for p in new]
+    return torch.stack(rows, dim=-1)

@@ -1,0 +1,219 @@
+"""The activity Hessian H_z of one sample (spec §2): block assembly, banded storage, eigenvalues.
+
+H_z = ∂²F/∂z∂z over the hidden activities z_1…z_H (layer-major), per sample (no 1/B). It is
+symmetric block-tridiagonal with N×N blocks (§2.2):
+
+* ``H_ℓℓ = (1 + c_z) I + J_ℓᵀ J_ℓ − diag(φ''(z_ℓ) ⊙ a_{ℓ+1} W_{ℓ+1}ᵀ ε_{ℓ+1})``,
+* ``H_{ℓ,ℓ+1} = −J_ℓᵀ``, with ``J_ℓ = a_{ℓ+1} W_{ℓ+1} diag(φ'(z_ℓ)) + s_{ℓ+1} I`` (ℓ = H: read-out).
+
+Activity decay adds ``c_z I`` to every diagonal block (the correct form of quirk Q2). Everything is
+float64. Eigenvalue routes (each number records which one produced it, see :data:`METHODS`):
+
+* ``dense``: ``numpy.linalg.eigvalsh`` of the assembled matrix (small n);
+* ``banded``: ``scipy.linalg.eig_banded`` on the (2N)-row upper band (all eigenvalues);
+* ``lanczos_LA`` / ``lanczos_SA``: ``scipy.sparse.linalg.eigsh`` with the block-tridiagonal mat-vec;
+* ``shift_invert_cholesky``: eigsh in shift-invert mode around 0 with a banded Cholesky solve (λ_min
+  of a positive-definite H_z); falls back to ``lanczos_SA`` when the Cholesky fails (indefinite H_z).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse.linalg as spla
+import torch
+
+from pipeline.studies.mupc.energy import errors
+from pipeline.studies.mupc.model import NetSpec, Weights, ddphi, dphi, multipliers
+
+METHODS = ("dense", "banded", "dense_torch", "lanczos_LA", "lanczos_SA", "shift_invert_cholesky", "exact_blocks")
+
+
+@dataclass
+class Blocks:
+    """Block-tridiagonal symmetric matrix: ``diag [H, N, N]`` and ``upper [H-1, N, N]`` (block ℓ,ℓ+1)."""
+
+    diag: torch.Tensor
+    upper: torch.Tensor
+
+    @property
+    def H(self) -> int:
+        return self.diag.shape[0]
+
+    @property
+    def N(self) -> int:
+        return self.diag.shape[1]
+
+    @property
+    def n(self) -> int:
+        return self.H * self.N
+
+
+def jacobians(spec: NetSpec, w: Weights, z: torch.Tensor, r: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-sample J_ℓ = ∂μ_{ℓ+1}/∂z_ℓ of run r for activities ``z [H, N]``: hidden [H-1, N, N], read-out [d_y, N]."""
+    m = multipliers(spec)
+    dp = dphi(spec.act, z)  # [H, N]
+    eye = torch.eye(spec.N, dtype=z.dtype, device=z.device)
+    j_hid = m.a_hid * w.w_hid[r] * dp[:-1].unsqueeze(1) + m.s * eye  # W diag(φ') = W * φ'[None, :]
+    j_out = m.a_out * w.w_out[r] * dp[-1].unsqueeze(0)
+    return j_hid, j_out
+
+
+def hessian_blocks(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
+                   activity_decay: float = 0.0, r: int = 0) -> Blocks:
+    """The analytic blocks of H_z for one sample: ``x [D]``, ``y [d_y]``, ``z [H, N]`` (run r)."""
+    m = multipliers(spec)
+    wr = Weights(w.w_in[r:r + 1], w.w_hid[r:r + 1], w.w_out[r:r + 1])
+    eps, eps_out = errors(spec, wr, x.view(1, -1), y.view(1, -1), z.view(1, spec.H, 1, spec.N))
+    eps, eps_out = eps[0, :, 0], eps_out[0, 0]  # [H, N], [d_y]
+    j_hid, j_out = jacobians(spec, w, z, r)
+    eye = torch.eye(spec.N, dtype=z.dtype, device=z.device)
+    gram = torch.cat([j_hid.transpose(-1, -2) @ j_hid, (j_out.T @ j_out).unsqueeze(0)])
+    # curvature term: φ''(z_ℓ) ⊙ a_{ℓ+1} W_{ℓ+1}ᵀ ε_{ℓ+1}
+    back = torch.cat([m.a_hid * (w.w_hid[r].transpose(-1, -2) @ eps[1:].unsqueeze(-1)).squeeze(-1),
+                      (m.a_out * (w.w_out[r].T @ eps_out)).unsqueeze(0)])
+    curv = ddphi(spec.act, z) * back  # [H, N]
+    diag = (1.0 + activity_decay) * eye + gram - torch.diag_embed(curv)
+    upper = -j_hid.transpose(-1, -2)
+    return Blocks(diag, upper)
+
+
+def theory_blocks(spec: NetSpec, w: Weights, activity_decay: float = 0.0, r: int = 0) -> Blocks:
+    """Linear-network closed forms (§2.2): D_ℓ = (1+c_z+s)I + a²WᵀW + s a (W+Wᵀ); O_{ℓ,ℓ+1} = −(aW + sI)ᵀ."""
+    m = multipliers(spec)
+    eye = torch.eye(spec.N, dtype=w.w_hid.dtype, device=w.w_hid.device)
+    wh, wo = w.w_hid[r], w.w_out[r]
+    d_hid = ((1.0 + activity_decay + m.s) * eye + m.a_hid**2 * wh.transpose(-1, -2) @ wh
+             + m.s * m.a_hid * (wh + wh.transpose(-1, -2)))
+    d_out = (1.0 + activity_decay) * eye + m.a_out**2 * wo.T @ wo
+    return Blocks(torch.cat([d_hid, d_out.unsqueeze(0)]), -(m.a_hid * wh + m.s * eye).transpose(-1, -2))
+
+
+def to_dense(b: Blocks) -> torch.Tensor:
+    H, N = b.H, b.N
+    out = torch.zeros(H * N, H * N, dtype=b.diag.dtype, device=b.diag.device)
+    for ell in range(H):
+        out[ell * N:(ell + 1) * N, ell * N:(ell + 1) * N] = b.diag[ell]
+    for ell in range(H - 1):
+        out[ell * N:(ell + 1) * N, (ell + 1) * N:(ell + 2) * N] = b.upper[ell]
+        out[(ell + 1) * N:(ell + 2) * N, ell * N:(ell + 1) * N] = b.upper[ell].T
+    return out
+
+
+def split(b: Blocks) -> tuple[Blocks, Blocks]:
+    """D (block-diagonal part) and O (off-diagonal part) of a block-tridiagonal matrix."""
+    return Blocks(b.diag, torch.zeros_like(b.upper)), Blocks(torch.zeros_like(b.diag), b.upper)
+
+
+def to_banded(b: Blocks) -> np.ndarray:
+    """Upper band storage for LAPACK: ``ab[u + i − j, j] = A[i, j]`` with u = 2N − 1 (shape [2N, n])."""
+    H, N = b.H, b.N
+    n, u = H * N, 2 * N - 1
+    ab = np.zeros((u + 1, n))
+    d = b.diag.detach().cpu().numpy()
+    up = b.upper.detach().cpu().numpy()
+    p, q = np.meshgrid(np.arange(N), np.arange(N), indexing="ij")  # row p, col q within a block
+    keep = q >= p
+    for ell in range(H):
+        i, j = ell * N + p[keep], ell * N + q[keep]
+        ab[u + i - j, j] = d[ell][keep]
+    for ell in range(H - 1):
+        i, j = ell * N + p, (ell + 1) * N + q
+        ab[u + i - j, j] = up[ell]
+    return ab
+
+
+def matvec_op(b: Blocks) -> spla.LinearOperator:
+    """The block-tridiagonal mat-vec as a scipy LinearOperator (numpy float64)."""
+    d = b.diag.detach().cpu().numpy()
+    up = b.upper.detach().cpu().numpy()
+    H, N = b.H, b.N
+
+    def mv(v: np.ndarray) -> np.ndarray:
+        vb = np.asarray(v, dtype=np.float64).reshape(H, N)
+        out = np.einsum("lij,lj->li", d, vb)
+        if H > 1:
+            out[:-1] += np.einsum("lij,lj->li", up, vb[1:])
+            out[1:] += np.einsum("lji,lj->li", up, vb[:-1])
+        return out.reshape(-1)
+
+    return spla.LinearOperator((b.n, b.n), matvec=mv, dtype=np.float64)
+
+
+@dataclass
+class Extremes:
+    lambda_max: float
+    lambda_min: float
+    method_max: str
+    method_min: str
+    seconds: float
+
+    @property
+    def kappa(self) -> float:
+        return cond_num(self.lambda_max, self.lambda_min)
+
+
+def cond_num(lmax: float, lmin: float) -> float:
+    """κ = |λ_max| / |λ_min| with the signed extremes (the notebook's compute_cond_num)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return float(np.abs(lmax) / np.abs(lmin))
+
+
+def _eigsh(op: spla.LinearOperator, which: str, tol: float, **kw) -> float:
+    n = op.shape[0]
+    ncv = min(n, max(20, kw.pop("ncv", 0) or 20))
+    v0 = np.ones(n) / np.sqrt(n)
+    vals = spla.eigsh(op, k=1, which=which, tol=tol, ncv=ncv, v0=v0, maxiter=max(1000, 10 * n), **kw)[0]
+    return float(vals[0])
+
+
+def extremes(b: Blocks, *, tol: float = 1e-10, dense_max_n: int = 0) -> Extremes:
+    """λ_max and λ_min (signed) of a block-tridiagonal symmetric matrix by the cheapest exact route."""
+    t0 = time.perf_counter()
+    if b.n <= max(dense_max_n, 3):  # ARPACK needs n > k + 1; tiny problems go dense
+        ev = np.linalg.eigvalsh(to_dense(b).cpu().numpy())
+        return Extremes(float(ev[-1]), float(ev[0]), "dense", "dense", time.perf_counter() - t0)
+    op = matvec_op(b)
+    lmax = _eigsh(op, "LA", tol)
+    ab = to_banded(b)
+    try:
+        chol = sla.cholesky_banded(ab, lower=False, check_finite=False)
+    except np.linalg.LinAlgError:
+        chol = None
+    if chol is not None:
+        inv = spla.LinearOperator(op.shape, matvec=lambda v: sla.cho_solve_banded((chol, False), v),
+                                  dtype=np.float64)
+        lmin = _eigsh(op, "LM", tol, sigma=0.0, OPinv=inv)
+        method_min = "shift_invert_cholesky"
+    else:
+        lmin = _eigsh(op, "SA", tol, ncv=60)
+        method_min = "lanczos_SA"
+    return Extremes(lmax, lmin, "lanczos_LA", method_min, time.perf_counter() - t0)
+
+
+def full_spectrum(b: Blocks, *, dense_max_n: int = 1024, backend: str = "banded",
+                  device: str | torch.device = "cpu") -> tuple[np.ndarray, str]:
+    """All eigenvalues (ascending) and the method: dense eigvalsh for n ≤ dense_max_n, else
+    ``eig_banded`` (backend 'banded') or torch ``eigvalsh`` on ``device`` (backend 'dense_torch')."""
+    if b.n <= dense_max_n:
+        return np.linalg.eigvalsh(to_dense(b).cpu().numpy()), "dense"
+    if backend == "dense_torch":
+        blocks = Blocks(b.diag.to(device), b.upper.to(device))
+        return torch.linalg.eigvalsh(to_dense(blocks)).cpu().numpy(), "dense_torch"
+    return sla.eig_banded(to_banded(b), lower=False, eigvals_only=True, check_finite=False), "banded"
+
+
+def block_diag_spectrum(b: Blocks) -> np.ndarray:
+    """spec(D) = ∪_ℓ spec(D_ℓ): H eigenproblems of size N, sorted ascending."""
+    return np.sort(torch.linalg.eigvalsh(b.diag).reshape(-1).cpu().numpy())
+
+
+def hessian_input(N: int, seed: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The Hessian study's synthetic sample (in_out_dims = 'width'): x = 1 + 0.1 ξ, y = x (§2.1).
+
+    ξ comes from its own generator seeded with ``seed + 10_000`` so it does not shift the weights."""
+    g = torch.Generator().manual_seed(int(seed) + 10_000)
+    return 1.0 + 0.1 * torch.randn(N, generator=g, dtype=torch.float64).to(dtype)

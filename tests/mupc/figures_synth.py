@@ -26,12 +26,12 @@ def _pc(**kw) -> RunConfig:
 def grids() -> dict[str, list[RunConfig]]:
     g: dict[str, list[RunConfig]] = {}
 
-    def sp(sweep: str, hs_for, **kw) -> None:
+    def sp(sweep: str, hs_for, dss=("mnist",), **kw) -> None:
         g[sweep] = [_pc(dataset=ds, act=act, H=H, act_lr=lr, seed=s, metrics="hessian", **kw)
-                    for ds in ("mnist", "fashion_mnist") for act in ACTS for H in hs_for(act)
+                    for ds in dss for act in ACTS for H in hs_for(act)
                     for lr in (0.5, 0.05) for s in (0, 1)]
 
-    sp("S1", lambda a: (2, 4))
+    sp("S1", lambda a: (2, 4), dss=("mnist", "fashion_mnist"))
     sp("S2", lambda a: (2, 4), act_optim="adam")
     sp("S3", lambda a: (2, 4), skips=True)
     sp("S4", lambda a: (2, 4, 8) if a != "relu" else (2, 4), init="orthogonal")

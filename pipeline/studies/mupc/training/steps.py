@@ -1,7 +1,6 @@
-"""Stage functions of the μPC training part: same contract as pipeline.stage, with the part's config.
+"""Stage functions of the μPC training part: one ``train`` unit per sweep (S1…S12, B1, B2).
 
-`units(cfg, kind)`, `datasets(cfg)`, `train(ctx, cfg, unit)`, `extract(ctx, cfg, unit)`,
-`render(ctx, cfg, unit) -> list[Figure]`; `ctx.cfg` is the whole mupc config.
+`units(cfg, kind)`, `datasets(cfg)`, `train(ctx, cfg, unit)`; `ctx.cfg` is the whole mupc config.
 """
 
 from __future__ import annotations
@@ -10,8 +9,22 @@ from typing import Any
 
 
 def datasets(cfg: Any) -> tuple[str, ...]:
-    return ()
+    return ("fashion_mnist", "mnist")
 
 
 def units(cfg: Any, kind: str) -> list[str]:
-    return []
+    return list(cfg.sweep_ids) if kind == "train" else []
+
+
+def train(ctx: Any, cfg: Any, unit: str) -> None:
+    from pipeline.studies.mupc.training.runner import run_sweep
+
+    run_sweep(ctx, cfg, unit)
+
+
+def extract(ctx: Any, cfg: Any, unit: str) -> None:
+    raise KeyError(unit)
+
+
+def render(ctx: Any, cfg: Any, unit: str) -> list:
+    raise KeyError(unit)

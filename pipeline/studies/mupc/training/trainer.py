@@ -1,0 +1,328 @@
+"""Stacked PC and BP trainers of the μPC sweeps (spec §1.7–1.9, §1.11).
+
+A *group* is a list of runs with the same :func:`~pipeline.studies.mupc.training.sweeps.stack_key`
+(same shapes and schedule); they differ only in seed, activity lr and param lr and are trained
+together along the leading run axis R with per-run learning-rate tensors. Every run's weights come
+from its own seed (``init_weights``), and its batch sequence from its own seeded generator, so a run
+gives the same numbers alone or in any stack (tested).
+
+Per iteration k = 1, 2, … (global across epochs): gather each run's batch [R, B, D]; feed-forward
+init; record ½·mean (y − ŷ)² (BP: mean (y − ŷ)²); PC: T inference steps (fresh optimiser state),
+weight gradient at the final activities, one Adam step (per-run lr). BP: autograd of the summed
+per-run losses, one Adam step. Every ``test_every`` iterations: feed-forward test accuracy (%) and
+loss on the test set in batches of 64 with drop_last (file order — the reference's per-evaluation
+shuffle only changes which < 64 images are left out; the mean of per-batch accuracies over equal
+batches equals the accuracy over the kept images).
+
+Early stopping per run (§1.9): a non-finite train loss → ``diverged`` (the non-finite value is the
+last entry of ``batch_train_losses``; no evaluation at that iteration); once evaluated, a test
+accuracy < 15 % → ``no_learning`` (that evaluation is kept). A stopped run stays in the stack, masked:
+its arrays stop, its weights are zeroed so non-finite values do not cost time; the group ends when
+every run stopped. Train losses are checked at evaluation points (one device sync per test_every
+iterations) — the recorded arrays are the same as with a per-iteration check.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pipeline.studies.mupc.energy import (
+    Adam,
+    EnergyTerms,
+    InferenceConfig,
+    errors,
+    infer,
+    train_loss,
+    weight_grads,
+)
+from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights, multipliers, phi
+from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.training import hessian_monitor
+
+NO_LEARNING_ACC = 15.0
+DATA_STATS = {"mnist": (0.1307, 0.3081), "fashion_mnist": (0.5, 0.5)}
+
+
+# ----------------------------------------------------------------------------- data
+
+
+@dataclass
+class DataSet:
+    """Device-resident normalised, flattened images and one-hot labels of one dataset."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_test: torch.Tensor  # first n_test // 64 * 64 images (drop_last)
+    y_test: torch.Tensor
+    subset: dict[str, int | None] = field(default_factory=dict)
+
+
+def load_dataset(name: str, n_train: int | None, n_test: int | None, device: str | torch.device,
+                 dtype: torch.dtype = torch.float32, batch_size: int = 64, root: Any = None) -> DataSet:
+    from pipeline.data import load_split, normalised
+
+    mean, std = DATA_STATS[name]
+    out = []
+    for train, n in ((True, n_train), (False, n_test)):
+        split = load_split(name, train, root=None if root is None else Path(root) / name)
+        imgs, labels = split.images, split.labels
+        if n is not None:
+            imgs, labels = imgs[:n], labels[:n]
+        if not train:
+            keep = len(labels) // batch_size * batch_size
+            imgs, labels = imgs[:keep], labels[:keep]
+        x = normalised(imgs, mean, std, device=device, dtype=dtype).reshape(len(labels), -1)
+        y = torch.nn.functional.one_hot(labels, 10).to(device=device, dtype=dtype)
+        out += [x, y]
+    return DataSet(*out, subset={"n_train": n_train, "n_test": n_test})
+
+
+def batch_orders(seed: int, n: int, batch_size: int, epochs: int) -> torch.Tensor:
+    """The run's batch indices [epochs · n // B, B]: a fresh shuffle per epoch from its own generator,
+    drop_last (60000 // 64 = 937 iterations per epoch)."""
+    gen = torch.Generator().manual_seed(int(seed))
+    per = n // batch_size
+    return torch.cat([torch.randperm(n, generator=gen)[: per * batch_size].view(per, batch_size)
+                      for _ in range(epochs)])
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def predict(spec: NetSpec, w: Weights, x: torch.Tensor) -> torch.Tensor:
+    """Feed-forward output ŷ [R, B, d_y] without keeping the activities (evaluation)."""
+    m = multipliers(spec)
+    xr = x.unsqueeze(0).expand(w.runs, *x.shape) if x.dim() == 2 else x
+    z = m.a_in * torch.matmul(xr, w.w_in.transpose(-1, -2))
+    for ell in range(spec.H - 1):
+        z = m.a_hid * torch.matmul(phi(spec.act, z), w.w_hid[:, ell].transpose(-1, -2)) + m.s * z
+    return m.a_out * torch.matmul(phi(spec.act, z), w.w_out.transpose(-1, -2))
+
+
+@torch.no_grad()
+def evaluate(spec: NetSpec, w: Weights, data: DataSet, half_mse: bool,
+             max_elems: int = 2**26) -> tuple[torch.Tensor, torch.Tensor]:
+    """Test accuracy (%) and loss per run [R] on the kept test images (batches of 64, drop_last)."""
+    n = len(data.y_test)
+    chunk = max(64, min(n, (max_elems // max(1, w.runs * spec.N)) // 64 * 64))
+    correct = torch.zeros(w.runs, device=data.x_test.device)
+    sq = torch.zeros(w.runs, device=data.x_test.device, dtype=torch.float64)
+    for i in range(0, n, chunk):
+        x, y = data.x_test[i:i + chunk], data.y_test[i:i + chunk]
+        y_hat = predict(spec, w, x)
+        correct += (y_hat.argmax(-1) == y.argmax(-1)).sum(-1)
+        sq += (y_hat - y).pow(2).sum(dim=(1, 2)).double()
+    acc = 100.0 * correct / n
+    loss = sq / (n * y.shape[-1]) * (0.5 if half_mse else 1.0)
+    return acc.cpu(), loss.cpu()
+
+
+# ----------------------------------------------------------------------------- results
+
+
+@dataclass
+class RunResult:
+    rc: RunConfig
+    status: str
+    arrays: dict[str, np.ndarray]
+    stop_iter: int  # iterations performed (= len(batch_train_losses))
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def net_spec(rc: RunConfig, D: int = 784, d_y: int = 10) -> NetSpec:
+    gain = 1.05 if (rc.init == "orthogonal" and rc.act == "tanh") else 1.0
+    skips = True if rc.kind == "bp" else rc.skips
+    return NetSpec(D=D, N=rc.N, H=rc.H, d_y=d_y, act=rc.act, skips=skips, param=rc.param, init=rc.init,
+                   orth_gain=gain)
+
+
+class _Book:
+    """Per-run bookkeeping of a stacked group: active mask, truncation, arrays."""
+
+    def __init__(self, runs: list[RunConfig], n_iters: int, hessian: bool):
+        R = len(runs)
+        self.runs = runs
+        self.active = np.ones(R, dtype=bool)
+        self.status = ["finished"] * R
+        self.stop = np.full(R, n_iters, dtype=np.int64)  # iterations recorded per run
+        self.test_accs: list[list[float]] = [[] for _ in range(R)]
+        self.test_losses: list[list[float]] = [[] for _ in range(R)]
+        self.hessian = hessian
+        self.hrows: list[list[tuple[float, float, float]]] = [[] for _ in range(R)]
+        self.hmethod = ""
+        self.checked = 0  # losses checked up to this iteration
+
+    def check_losses(self, losses: torch.Tensor, upto: int) -> None:
+        """Mark runs whose train loss became non-finite in iterations (checked, upto] as diverged."""
+        if upto <= self.checked:
+            return
+        chunk = losses[self.checked:upto].cpu().numpy()  # [k, R]
+        bad = ~np.isfinite(chunk)
+        for r in np.flatnonzero(self.active & bad.any(0)):
+            first = int(np.argmax(bad[:, r]))
+            self.active[r] = False
+            self.status[r] = "diverged"
+            self.stop[r] = self.checked + first + 1  # the non-finite loss is the last entry
+        self.checked = upto
+
+    def record_eval(self, k: int, acc: torch.Tensor, loss: torch.Tensor) -> None:
+        for r in np.flatnonzero(self.active):
+            self.test_accs[r].append(float(acc[r]))
+            self.test_losses[r].append(float(loss[r]))
+
+    def apply_no_learning(self, k: int) -> None:
+        for r in np.flatnonzero(self.active):
+            if self.test_accs[r] and self.test_accs[r][-1] < NO_LEARNING_ACC:
+                self.active[r] = False
+                self.status[r] = "no_learning"
+                self.stop[r] = k
+
+    def record_hessian(self, lo: torch.Tensor, hi: torch.Tensor, kappa: torch.Tensor, method: str,
+                       idx: np.ndarray) -> None:
+        self.hmethod = method
+        for j, r in enumerate(idx):
+            self.hrows[r].append((float(lo[j]), float(hi[j]), float(kappa[j])))
+
+    def results(self, losses: torch.Tensor, n_conv: torch.Tensor | None, seconds: float) -> list[RunResult]:
+        L = losses.cpu().numpy()
+        C = n_conv.cpu().numpy() if n_conv is not None else None
+        out = []
+        for r, rc in enumerate(self.runs):
+            s = int(self.stop[r])
+            arrays = {"batch_train_losses": L[:s, r].astype(np.float32),
+                      "test_accs": np.asarray(self.test_accs[r], dtype=np.float64),
+                      "test_losses": np.asarray(self.test_losses[r], dtype=np.float64)}
+            if C is not None:
+                arrays["n_infer_iters"] = C[:s, r].astype(np.int64)
+            if self.hessian:
+                rows = np.asarray(self.hrows[r], dtype=np.float64).reshape(-1, 3)
+                arrays["lambda_min"], arrays["lambda_max"], arrays["cond_nums"] = rows[:, 0], rows[:, 1], rows[:, 2]
+            extra = {"group_seconds": seconds, "group_size": len(self.runs)}
+            if self.hessian:
+                extra["hessian_method"] = self.hmethod
+            out.append(RunResult(rc, self.status[r], arrays, s, extra))
+        return out
+
+
+def _mask_weights(w: Weights, active: np.ndarray) -> Weights:
+    """Zero the weights of stopped runs (their numbers no longer matter; keeps NaN/inf out)."""
+    if active.all():
+        return w
+    keep = torch.as_tensor(active, device=w.w_in.device)
+    return Weights(*(torch.where(keep.view(-1, *([1] * (t.dim() - 1))), t, torch.zeros((), dtype=t.dtype,
+                                                                                        device=t.device))
+                     for t in w.tensors()))
+
+
+# ----------------------------------------------------------------------------- PC
+
+
+def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
+                   dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096) -> list[RunResult]:
+    """Train a stackable group of PC runs together; one RunResult per run (order kept)."""
+    t0 = time.time()
+    rc0 = runs[0]
+    spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
+    B, R = rc0.batch_size, len(runs)
+    orders = torch.stack([batch_orders(rc.seed, len(data.y_train), B, rc0.epochs) for rc in runs], 1).to(device)
+    n_iters = orders.shape[0]
+    w = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
+    act_lr = torch.tensor([rc.act_lr for rc in runs], dtype=dtype, device=device)
+    opt = Adam(w.tensors(), torch.tensor([rc.param_lr for rc in runs], dtype=dtype, device=device))
+    inf_cfg = InferenceConfig(steps=rc0.T, optim=rc0.act_optim, activity_decay=rc0.activity_decay)
+    terms = EnergyTerms(rc0.activity_decay, rc0.weight_decay, rc0.spectral_penalty)
+    hess = rc0.metrics == "hessian"
+    book = _Book(runs, n_iters, hess)
+    losses = torch.empty(n_iters, R, dtype=dtype, device=device)
+    n_conv = torch.empty(n_iters, R, dtype=torch.long, device=device)
+    with torch.no_grad():
+        for i in range(n_iters):
+            k = i + 1
+            idx = orders[i]  # [R, B]
+            x, y = data.x_train[idx], data.y_train[idx]
+            z0, y_hat = feedforward(spec, w, x)
+            losses[i] = train_loss(y_hat, y)
+            if hess and i == 0:  # row 0: feed-forward activities, initial weights
+                act_idx = np.flatnonzero(book.active)
+                lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, z0, rc0.activity_decay, hessian_dense_max_n)
+                book.record_hessian(lo, hi, kap, meth, act_idx)
+            res = infer(spec, w, x, y, z0, act_lr, inf_cfg)
+            n_conv[i] = res.n_converged
+            eps, eps_out = errors(spec, w, x, y, res.z)
+            grads = weight_grads(spec, w, x, res.z, eps, eps_out, terms)
+            w = Weights(*opt.step(w.tensors(), grads.tensors()))
+            if k % rc0.test_every == 0 or k == n_iters:
+                book.check_losses(losses, k)
+                w = _mask_weights(w, book.active)
+                if k % rc0.test_every == 0 and book.active.any():
+                    acc, tl = evaluate(spec, w, data, half_mse=True)
+                    book.record_eval(k, acc, tl)
+                    if hess:
+                        sel = torch.as_tensor(np.flatnonzero(book.active), device=device)
+                        sub = Weights(*(t[sel] for t in w.tensors()))
+                        lo, hi, kap, meth = hessian_monitor.monitor(spec, sub, x[sel], y[sel], res.z[sel],
+                                                                    rc0.activity_decay, hessian_dense_max_n)
+                        book.record_hessian(lo, hi, kap, meth, np.flatnonzero(book.active))
+                    book.apply_no_learning(k)
+                    w = _mask_weights(w, book.active)
+                if not book.active.any():
+                    break
+    return book.results(losses, n_conv, time.time() - t0)
+
+
+# ----------------------------------------------------------------------------- BP
+
+
+def train_bp_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
+                   dtype: torch.dtype = torch.float32) -> list[RunResult]:
+    """BP with Depth-μP (skips, 1/√D, 1/√(N·L), 1/N; N(0,1) weights), loss mean (y − ŷ)², Adam."""
+    t0 = time.time()
+    rc0 = runs[0]
+    spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
+    B, R = rc0.batch_size, len(runs)
+    orders = torch.stack([batch_orders(rc.seed, len(data.y_train), B, rc0.epochs) for rc in runs], 1).to(device)
+    n_iters = orders.shape[0]
+    w = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
+    opt = Adam(w.tensors(), torch.tensor([rc.param_lr for rc in runs], dtype=dtype, device=device))
+    book = _Book(runs, n_iters, False)
+    losses = torch.empty(n_iters, R, dtype=dtype, device=device)
+    for i in range(n_iters):
+        k = i + 1
+        idx = orders[i]
+        x, y = data.x_train[idx], data.y_train[idx]
+        params = [t.detach().requires_grad_(True) for t in w.tensors()]
+        y_hat = predict(spec, Weights(*params), x)
+        per_run = (y - y_hat).pow(2).mean(dim=(1, 2))
+        grads = torch.autograd.grad(per_run.sum(), params)  # runs are independent: ∂(Σ_r ℓ_r)/∂W_r = ∂ℓ_r/∂W_r
+        losses[i] = per_run.detach()
+        with torch.no_grad():
+            w = Weights(*opt.step([p.detach() for p in params], list(grads)))
+            if k % rc0.test_every == 0 or k == n_iters:
+                book.check_losses(losses, k)
+                w = _mask_weights(w, book.active)
+                if k % rc0.test_every == 0 and book.active.any():
+                    acc, tl = evaluate(spec, w, data, half_mse=False)
+                    book.record_eval(k, acc, tl)
+                    book.apply_no_learning(k)
+                    w = _mask_weights(w, book.active)
+                if not book.active.any():
+                    break
+    return book.results(losses, None, time.time() - t0)
+
+
+def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
+                dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096) -> list[RunResult]:
+    """Train runs that share one stack key (see ``sweeps.stack_key``) together."""
+    from pipeline.studies.mupc.training.sweeps import stack_key
+
+    if len({stack_key(rc) for rc in runs}) != 1:
+        raise ValueError("train_group: runs differ in a shape/schedule field; split them with stack_groups")
+    if runs[0].kind == "bp":
+        return train_bp_group(runs, data, device, dtype)
+    return train_pc_group(runs, data, device, dtype, hessian_dense_max_n)

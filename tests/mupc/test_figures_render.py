@@ -95,8 +95,8 @@ def test_missing_sp_cell_names_chance_cells(synth, tmp_path):
     root, g = synth
     g2 = dict(g)
     g2["S12"] = [rc for rc in g["S12"] if not (rc.act == "relu" and rc.H == 8)]
-    with pytest.raises(RenderError, match="chance_cells"):
-        render_family(figures_cfg(), "smoke", "F20", from_folders(g2, root), tmp_path / "x")
+    with pytest.raises(RenderError, match="chance_cells"):  # F18: μPC has H=8, the SP baseline not
+        render_family(figures_cfg(), "smoke", "F18", from_folders(g2, root), tmp_path / "x")
     raw = raw_params()
     raw["mupc"]["figures"]["profiles"]["smoke"]["chance_cells"] = {"relu": [8]}
     _, head = render_family(figures_cfg(raw), "smoke", "F20", from_folders(g2, root), tmp_path / "y")

@@ -1,0 +1,860 @@
+"""Renderers of the training figures F7–F25 (spec §6), matplotlib, one function per family.
+
+Each renderer takes its grid from the runs of the sweeps it reads (expanded from the training
+params of the active profile) and its choices (best learning rates, chance cells) from
+``mupc.figures``; it returns :class:`Figure` records and fills ``env.headline`` with the numbers
+that go into ``reports/metrics/mupc_figures.json``. Panels the notebook writes as one file per
+activation (or per H) are combined as subplots of one figure per dataset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from pipeline.plotting import save_mpl
+from pipeline.stage import Figure
+from pipeline.studies.mupc.figures import aggregate as ag
+from pipeline.studies.mupc.figures.config import FamilySpec, FiguresParams, FiguresProfile
+from pipeline.studies.mupc.figures.source import RenderError, Sweeps
+from pipeline.studies.mupc.runs import RunConfig, fmt_num
+
+DS_NAME = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
+CLEAN_NOTE = "clean aggregation: early-stopped seeds padded with chance to the expected length"
+
+
+@dataclass
+class Env:
+    family: str
+    spec: FamilySpec
+    cfg: FiguresParams
+    prof: FiguresProfile
+    sweeps: Sweeps
+    out: Path
+    headline: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chance(self) -> float:
+        return self.cfg.chance
+
+
+# ----------------------------------------------------------------------------- grid helpers
+
+
+def close(a: float, b: float) -> bool:
+    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
+
+
+def pick(runs: Iterable[RunConfig], **fields: Any) -> list[RunConfig]:
+    out = []
+    for rc in runs:
+        ok = True
+        for k, v in fields.items():
+            got = getattr(rc, k)
+            ok &= close(got, v) if isinstance(v, float) else got == v
+        if ok:
+            out.append(rc)
+    return out
+
+
+def values(runs: Iterable[RunConfig], name: str, descending: bool = False) -> list[Any]:
+    return sorted({getattr(rc, name) for rc in runs}, reverse=descending)
+
+
+def by_seed(runs: Sequence[RunConfig]) -> list[RunConfig]:
+    return sorted(runs, key=lambda rc: rc.seed)
+
+
+def restrict(env: Env, runs: list[RunConfig]) -> list[RunConfig]:
+    if env.spec.datasets is not None:
+        runs = [rc for rc in runs if rc.dataset in env.spec.datasets]
+    if env.spec.acts is not None:
+        runs = [rc for rc in runs if rc.act in env.spec.acts]
+    return runs
+
+
+def sweep_runs(env: Env, sweep: str) -> list[RunConfig]:
+    runs = restrict(env, env.sweeps.runs(sweep))
+    if not runs:
+        raise RenderError(f"{env.family}: sweep {sweep} has no runs for the datasets/acts drawn "
+                          f"(mupc.figures.families.{env.family})")
+    return runs
+
+
+def accs(env: Env, sweep: str, runs: Sequence[RunConfig], fill: Callable | None = None) -> list[np.ndarray]:
+    out = []
+    for rc in by_seed(runs):
+        a = env.sweeps.series(sweep, rc, "test_accs")
+        out.append(fill(a, env.chance) if fill else a)
+    return out
+
+
+def expected_len(env: Env, sweep: str, rc: RunConfig, name: str = "test_accs") -> int:
+    """Expected series length: the longest run of the sweep with the same schedule (a finished
+    run records every evaluation)."""
+    same = pick(env.sweeps.runs(sweep), dataset=rc.dataset, epochs=rc.epochs, test_every=rc.test_every,
+                kind=rc.kind)
+    return max(len(env.sweeps.series(sweep, r, name)) for r in same)
+
+
+def lr_groups(runs: Sequence[RunConfig]) -> dict[tuple[float, float], list[RunConfig]]:
+    groups: dict[tuple[float, float], list[RunConfig]] = {}
+    for rc in sorted(runs, key=lambda r: (-r.param_lr, -r.act_lr, r.seed)):
+        groups.setdefault((rc.param_lr, rc.act_lr), []).append(rc)
+    return groups
+
+
+def choose(env: Env, sweep: str, cells: list[list[RunConfig]], table: tuple[float, float] | None,
+           what: str) -> tuple[float, float]:
+    """Best (param lr, act lr) shared by ``cells`` (lists of runs over lrs × seeds).
+
+    One combination in the grid → that one. ``selection: table`` → the notebook's value (an
+    error if the grid lacks it). ``selection: computed`` → the best mean (over cells) of the
+    mean-over-seeds final test accuracy (empty run = chance); ties → the larger lrs."""
+    combos = [set(lr_groups(c)) for c in cells]
+    common = sorted(set.intersection(*combos), key=lambda t: (-t[0], -t[1])) if combos else []
+    if not common:
+        raise RenderError(f"{env.family}: no learning-rate pair common to all cells of {what} in {sweep}")
+    rec = env.headline.setdefault("selected_lrs", {})
+    if len(common) == 1:
+        choice = common[0]
+        rec[what] = {"param_lr": choice[0], "act_lr": choice[1], "rule": "only pair in grid"}
+        return choice
+    if env.prof.selection == "table":
+        if table is None:
+            raise RenderError(f"{env.family}: no table lr for {what} (mupc.figures.best_lrs)")
+        hits = [c for c in common if close(c[0], table[0]) and close(c[1], table[1])]
+        if not hits:
+            raise RenderError(
+                f"{env.family}: table lr (param {table[0]}, act {table[1]}) for {what} is not in the "
+                f"{sweep} grid {common}; use selection: computed for this profile")
+        rec[what] = {"param_lr": table[0], "act_lr": table[1], "rule": "table"}
+        return hits[0]
+    scores = {}
+    for c in common:
+        per_cell = [ag.final_acc_score(accs(env, sweep, lr_groups(cell)[c]), env.chance) for cell in cells]
+        scores[c] = float(np.mean(per_cell))
+    choice = max(common, key=lambda c: scores[c])  # first max in (desc param, desc act) order
+    rec[what] = {"param_lr": choice[0], "act_lr": choice[1], "rule": "computed",
+                 "score_final_acc": scores[choice],
+                 "table": None if table is None else {"param_lr": table[0], "act_lr": table[1]}}
+    return choice
+
+
+# ----------------------------------------------------------------------------- drawing helpers
+
+
+def colours(cmap: str, n: int, skip: int = 2) -> list[Any]:
+    """Plotly's ``sample_colorscale(cmap, n + skip)[skip:]`` with a matplotlib colormap."""
+    cm = plt.get_cmap(cmap)
+    m = n + skip
+    return [cm(i / (m - 1) if m > 1 else 1.0) for i in range(skip, m)]
+
+
+def viridis(n: int) -> list[Any]:
+    cm = plt.get_cmap("viridis")
+    return [cm(i / (n - 1) if n > 1 else 0.0) for i in range(n)]
+
+
+def lr_label(v: float) -> str:
+    return f"{v:.0e}".replace("e+0", "e").replace("e-0", "e-") if v < 1 or v >= 10 else fmt_num(v)
+
+
+def band(ax: plt.Axes, x: np.ndarray, mean: np.ndarray, std: np.ndarray, color: Any, label: str,
+         marker: str | None = "o", ls: str = "-", lw: float = 1.5) -> None:
+    if len(mean) == 0:
+        ax.plot([], [], color=color, ls=ls, label=f"{label} (no evaluations)")
+        return
+    ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.3, lw=0)
+    ax.plot(x, mean, color=color, marker=marker, ms=3, ls=ls, lw=lw, label=label)
+
+
+def grid_axes(nrows: int, ncols: int, w: float = 3.2, h: float = 2.5) -> tuple[plt.Figure, np.ndarray]:
+    fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False)
+    return fig, axes
+
+
+def finish(env: Env, fig: plt.Figure, fid: str, caption: str, seed: str, sources: Sequence[str],
+           clean: bool = False) -> Figure:
+    fig.tight_layout()
+    files = save_mpl(fig, env.out / fid)
+    return Figure(id=fid, files=files, caption=caption + (f" [{CLEAN_NOTE}]" if clean else ""),
+                  seed_figure=seed, sources=[("train", s) for s in dict.fromkeys(sources)],
+                  family=env.family)
+
+
+def stats(series: list[np.ndarray], clean_n: int | None, chance: float) -> tuple[np.ndarray, np.ndarray]:
+    if clean_n is None:
+        return ag.compute_metric_stats(series)
+    return ag.compute_metric_stats_clean(series, clean_n, chance)
+
+
+def variants(env: Env) -> list[bool]:
+    return [False, True] if env.cfg.clean_variants else [False]
+
+
+def suffix(clean: bool) -> str:
+    return "_clean" if clean else ""
+
+
+# ----------------------------------------------------------------------------- SP families
+
+
+SP_NAMES = {"S1": ("GD", "sp_gd", ""), "S2": ("Adam", "sp_adam", ""), "S3": ("GD", "sp_skips", "_skips"),
+            "S4": ("orthogonal", "sp_orth", "")}
+
+
+def sp_lr_sweep(env: Env, sweep: str) -> list[Figure]:
+    """Test accuracy per activity lr for every (act, H); one figure per dataset (F7, F9–F11)."""
+    tag, name, skip_tag = SP_NAMES[sweep]
+    runs = sweep_runs(env, sweep)
+    figs = []
+    for clean in variants(env):
+        for ds in values(runs, "dataset"):
+            dr = pick(runs, dataset=ds)
+            acts, hs = values(dr, "act"), values(dr, "H")
+            fig, axes = grid_axes(len(acts), len(hs))
+            for i, act in enumerate(acts):
+                for j, H in enumerate(hs):
+                    ax = axes[i, j]
+                    cell = pick(dr, act=act, H=H)
+                    if not cell:
+                        ax.set_visible(False)
+                        continue
+                    groups = lr_groups(cell)
+                    cols = colours("Oranges", len(groups))
+                    for (p_lr, a_lr), col in zip(groups, cols):
+                        series = accs(env, sweep, groups[(p_lr, a_lr)])
+                        n = expected_len(env, sweep, cell[0]) if clean else None
+                        m, s = stats(series, n, env.chance)
+                        band(ax, ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(a_lr)}")
+                    ax.set_title(f"{act}, H={H}")
+                    ax.set_xlabel("Training iteration")
+                    ax.set_ylabel("Test accuracy (%)")
+                    ax.legend(fontsize=7)
+            fig.suptitle(f"{DS_NAME[ds]}: SP PC ({name}), test accuracy per activity lr"
+                         + (" (clean)" if clean else ""))
+            hdr = "_n_hidden_skips" if skip_tag else "_n_hidden"
+            seed = f"pcn_results/{DS_NAME[ds]}/test_accs_{tag}_{{act}}_{{H}}{hdr}.pdf"
+            figs.append(finish(env, fig, f"{env.family}_{name}_lr_sweep_{ds}{suffix(clean)}",
+                               f"{DS_NAME[ds]}, N={cell_width(dr)}, SP PC ({name}): test accuracy (mean ± 1 "
+                               f"std over seeds) per activity lr, rows = activation, columns = H.",
+                               seed, [sweep], clean))
+    return figs
+
+
+def cell_width(runs: Sequence[RunConfig]) -> str:
+    return ",".join(str(n) for n in values(runs, "N"))
+
+
+def sp_table(env: Env, sweep: str, ds: str, act: str, H: int, param_lr: float) -> tuple[float, float] | None:
+    table = getattr(env.cfg.best_lrs, sweep)
+    lr = table.get(ds, {}).get(act, {}).get(str(H))
+    return None if lr is None else (param_lr, lr)
+
+
+def sp_best(env: Env, sweep: str) -> list[Figure]:
+    """Best-lr test accuracy and κ(H_z) across H per act; one figure per dataset (F8, F9–F11)."""
+    tag, name, skip_tag = SP_NAMES[sweep]
+    runs = sweep_runs(env, sweep)
+    figs = []
+    best_final = env.headline.setdefault("best_final_acc", {})
+    for clean in variants(env):
+        for ds in values(runs, "dataset"):
+            dr = pick(runs, dataset=ds)
+            acts = values(dr, "act")
+            fig, axes = grid_axes(2, len(acts))
+            for j, act in enumerate(acts):
+                ar = pick(dr, act=act)
+                hs = values(ar, "H")
+                bl, vi = colours("Blues", len(hs)), viridis(len(hs))
+                for k, H in enumerate(hs):
+                    cell = pick(ar, H=H)
+                    p_lr, a_lr = choose(env, sweep, [cell], sp_table(env, sweep, ds, act, H, cell[0].param_lr),
+                                        f"{ds}/{act}/H={H}")
+                    chosen = by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
+                    series = accs(env, sweep, chosen)
+                    n = expected_len(env, sweep, chosen[0]) if clean else None
+                    m, s = stats(series, n, env.chance)
+                    band(axes[0, j], ag.acc_steps(len(m), chosen[0].test_every), m, s, bl[k],
+                         f"H={H} (η={lr_label(a_lr)})")
+                    if not clean:
+                        best_final[f"{ds}/{act}/H={H}"] = float(m[-1]) if len(m) else None
+                    kap = kappa_series(env, sweep, chosen, clean)
+                    if kap is not None:
+                        km, ks = kap
+                        band(axes[1, j], ag.cond_steps(len(km), chosen[0].test_every), km, ks, vi[k], f"H={H}")
+                axes[0, j].set_title(act)
+                axes[0, j].set_ylabel("Test accuracy (%)")
+                axes[1, j].set_ylabel("κ(H_z)")
+                axes[1, j].set_yscale("log")
+                for ax in axes[:, j]:
+                    ax.set_xlabel("Training iteration")
+                    ax.legend(fontsize=7)
+            fig.suptitle(f"{DS_NAME[ds]}: SP PC ({name}) at the best activity lr per H"
+                         + (" (clean)" if clean else ""))
+            skipped = "_skips" if skip_tag else ""
+            seed = (f"pcn_results/{DS_NAME[ds]}/best_test_accs_{tag}{skipped}_{{act}}.pdf, "
+                    f"best_cond_nums_{tag}{skipped}_{{act}}.pdf")
+            figs.append(finish(env, fig, f"{env.family}_{name}_best_{ds}{suffix(clean)}",
+                               f"{DS_NAME[ds]}, SP PC ({name}), best activity lr per (act, H) "
+                               f"(selection: {env.prof.selection}): top, test accuracy; bottom, condition "
+                               f"number of the activity Hessian during training (row t at iteration "
+                               f"t·test_every; unreached rows are NaN as in the notebook). Mean ± 1 std.",
+                               seed, [sweep], clean))
+    return figs
+
+
+def kappa_series(env: Env, sweep: str, runs: Sequence[RunConfig], clean: bool
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """κ per row over seeds: the notebook's fixed-length arrays (unreached rows NaN); the clean
+    variant averages only the rows each seed reached (nanmean)."""
+    have = [rc for rc in runs if len(env.sweeps.series(sweep, rc, "lambda_min"))]
+    if not have:
+        return None
+    n_rows = expected_len(env, sweep, runs[0], "lambda_min")
+    mats = [ag.cond_nums_notebook(env.sweeps.series(sweep, rc, "lambda_min"),
+                                  env.sweeps.series(sweep, rc, "lambda_max"), n_rows) for rc in by_seed(runs)]
+    if not clean:
+        return ag.compute_metric_stats(mats)
+    mat = np.stack(mats)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(mat, axis=0), np.nanstd(mat, axis=0)
+
+
+def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> list[Figure]:
+    out = []
+    if sweep_fig:
+        out += sp_lr_sweep(env, sweep)
+    if best_fig:
+        out += sp_best(env, sweep)
+    return out
+
+
+# ----------------------------------------------------------------------------- μPC families
+
+
+def mupc_choice(env: Env, sweep: str, runs: list[RunConfig], act: str, over: str) -> tuple[float, float]:
+    """μPC best (param lr, act lr) for ``act``, shared by every N or H of the sweep (transfer)."""
+    ar = pick(runs, act=act)
+    ds = ar[0].dataset
+    cells = [pick(ar, **{over: v}) for v in values(ar, over)]
+    b = env.cfg.best_lrs.mupc
+    table = (b.param_lr[ds], b.act_lr[act]) if ds in b.param_lr and act in b.act_lr else None
+    return choose(env, sweep, cells, table, f"{sweep}/{ds}/{act} (all {over})")
+
+
+def mupc_lr_sweep(env: Env) -> list[Figure]:
+    """F13: test accuracy per activity lr at the best param lr, per (act, H); empty → [chance]."""
+    sweep = "S6"
+    runs = sweep_runs(env, sweep)
+    figs = []
+    for clean in variants(env):
+        for ds in values(runs, "dataset"):
+            dr = pick(runs, dataset=ds)
+            acts, hs = values(dr, "act"), values(dr, "H")
+            fig, axes = grid_axes(len(acts), len(hs))
+            for i, act in enumerate(acts):
+                p_lr, _ = mupc_choice(env, sweep, dr, act, "H")
+                for j, H in enumerate(hs):
+                    ax = axes[i, j]
+                    cell = pick(dr, act=act, H=H, param_lr=p_lr)
+                    a_lrs = values(cell, "act_lr", descending=True)
+                    for a_lr, col in zip(a_lrs, colours("Oranges", len(a_lrs))):
+                        series = accs(env, sweep, pick(cell, act_lr=a_lr), ag.fill_empty)
+                        n = expected_len(env, sweep, cell[0]) if clean else None
+                        m, s = stats(series, n, env.chance)
+                        band(ax, ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(a_lr)}")
+                    ax.set_title(f"{act}, H={H}, param lr {lr_label(p_lr)}")
+                    ax.set_xlabel("Training iteration")
+                    ax.set_ylabel("Test accuracy (%)")
+                    ax.legend(fontsize=6)
+            fig.suptitle(f"{DS_NAME[ds]}: μPC, test accuracy per activity lr" + (" (clean)" if clean else ""))
+            figs.append(finish(env, fig, f"F13_mupc_lr_sweep_{ds}{suffix(clean)}",
+                               f"{DS_NAME[ds]}, μPC, N={cell_width(dr)}: test accuracy per activity lr at "
+                               "the selected param lr (a seed with no evaluation counts as [10 %], which "
+                               "shortens its lr's curve to one point, as in the notebook).",
+                               f"pcn_results/{DS_NAME[ds]}/test_accs_muPC_{{act}}_{{H}}_n_hidden.pdf",
+                               [sweep], clean))
+    return figs
+
+
+def mupc_best(env: Env, sweep: str, over: str) -> list[Figure]:
+    """F14 (across N, Reds) / F15 (across H, Blues): μPC at the best lrs per act."""
+    runs = sweep_runs(env, sweep)
+    cmap, sym, word = ("Reds", "N", "width") if over == "N" else ("Blues", "H", "depth")
+    figs = []
+    best_final = env.headline.setdefault("best_final_acc", {})
+    for clean in variants(env):
+        for ds in values(runs, "dataset"):
+            dr = pick(runs, dataset=ds)
+            acts = values(dr, "act")
+            fig, axes = grid_axes(1, len(acts))
+            for j, act in enumerate(acts):
+                p_lr, a_lr = mupc_choice(env, sweep, dr, act, over)
+                ivs = values(pick(dr, act=act), over)
+                for v, col in zip(ivs, colours(cmap, len(ivs))):
+                    chosen = pick(dr, act=act, param_lr=p_lr, act_lr=a_lr, **{over: v})
+                    series = accs(env, sweep, chosen)
+                    n = expected_len(env, sweep, chosen[0]) if clean else None
+                    m, s = stats(series, n, env.chance)
+                    band(axes[0, j], ag.acc_steps(len(m), chosen[0].test_every), m, s, col, f"{sym}={v}")
+                    if not clean:
+                        best_final[f"{ds}/{act}/{sym}={v}"] = float(m[-1]) if len(m) else None
+                axes[0, j].set_title(f"{act} (param lr {lr_label(p_lr)}, act lr {lr_label(a_lr)})")
+                axes[0, j].set_xlabel("Training iteration")
+                axes[0, j].set_ylabel("Test accuracy (%)")
+                axes[0, j].legend(fontsize=7)
+            fig.suptitle(f"{DS_NAME[ds]}: μPC at the best lrs across {word}" + (" (clean)" if clean else ""))
+            fid = f"{env.family}_mupc_best_{word}_{ds}{suffix(clean)}"
+            figs.append(finish(env, fig, fid,
+                               f"{DS_NAME[ds]}, μPC ResNets, best (param lr, act lr) per activation "
+                               f"(selection: {env.prof.selection}), test accuracy across {word}, "
+                               "mean ± 1 std over seeds.",
+                               f"pcn_results/{DS_NAME[ds]}/best_test_accs_{word}_muP_{{act}}.pdf",
+                               [sweep], clean))
+    return figs
+
+
+def mupc_cond(env: Env) -> list[Figure]:
+    """F12: κ(H_z) during μPC training across H per act (Viridis)."""
+    sweep = "S9"
+    runs = sweep_runs(env, sweep)
+    figs = []
+    for clean in variants(env):
+        for ds in values(runs, "dataset"):
+            dr = pick(runs, dataset=ds)
+            acts = values(dr, "act")
+            fig, axes = grid_axes(1, len(acts))
+            for j, act in enumerate(acts):
+                ar = pick(dr, act=act)
+                hs = values(ar, "H")
+                for H, col in zip(hs, viridis(len(hs))):
+                    cell = pick(ar, H=H)
+                    b = env.cfg.best_lrs.mupc
+                    p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
+                    kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
+                    if kap is None:
+                        raise RenderError(f"F12: S9 runs of {ds}/{act}/H={H} hold no Hessian record")
+                    band(axes[0, j], ag.cond_steps(len(kap[0]), cell[0].test_every), *kap, col, f"H={H}")
+                axes[0, j].set_title(act)
+                axes[0, j].set_yscale("log")
+                axes[0, j].set_xlabel("Training iteration")
+                axes[0, j].set_ylabel("κ(H_z)")
+                axes[0, j].legend(fontsize=7)
+            fig.suptitle(f"{DS_NAME[ds]}: μPC, condition number of the activity Hessian"
+                         + (" (clean)" if clean else ""))
+            figs.append(finish(env, fig, f"F12_mupc_cond_{ds}{suffix(clean)}",
+                               f"{DS_NAME[ds]}, μPC, κ(H_z) = |λmax|/|λmin| during training across H, "
+                               "mean ± 1 std over seeds; rows past an early stop are NaN (notebook); the "
+                               "clean variant averages the reached rows only.",
+                               f"pcn_results/{DS_NAME[ds]}/best_cond_nums_mupc_{{act}}.pdf", [sweep], clean))
+    return figs
+
+
+def mupc_long(env: Env, sweep: str) -> list[Figure]:
+    """F16 (S10, MNIST: empty → [chance]) / F17 (S11, F-MNIST: no fill): deepest μPC net, long run."""
+    runs = sweep_runs(env, sweep)
+    figs = []
+    fill = ag.fill_empty if sweep == "S10" else None
+    finals = env.headline.setdefault("final_acc", {})
+    for clean in variants(env):
+        ds = runs[0].dataset
+        p_lr, a_lr = choose(env, sweep, [runs], None, f"{sweep}/{ds}")
+        chosen = pick(runs, param_lr=p_lr, act_lr=a_lr)
+        series = accs(env, sweep, chosen, fill)
+        n = expected_len(env, sweep, chosen[0]) if clean else None
+        m, s = stats(series, n, env.chance)
+        fig, ax = plt.subplots(figsize=(4.2, 3.0))
+        band(ax, ag.acc_steps(len(m), chosen[0].test_every), m, s, "#636EFA", "μPC", marker=None)
+        ax.set_xlabel("Training iteration")
+        ax.set_ylabel("Test accuracy (%)")
+        rc = chosen[0]
+        ax.set_title(f"{DS_NAME[ds]}: μPC, {rc.act}, H={rc.H}, N={rc.N}, {rc.epochs} epochs"
+                     + (" (clean)" if clean else ""), fontsize=9)
+        if not clean:
+            finals[f"{ds}/H={rc.H}/{rc.epochs}_epochs"] = float(m[-1]) if len(m) else None
+        seed = ("pcn_results/mupc_128_MNIST_acc_5_epochs.pdf" if sweep == "S10"
+                else "pcn_results/mupc_128_Fashion_acc_15_epochs.pdf")
+        figs.append(finish(env, fig, f"{env.family}_mupc_deep_{ds}{suffix(clean)}",
+                           f"{DS_NAME[ds]}, μPC {rc.act} ResNet, H={rc.H}, N={rc.N}, {rc.epochs} epochs, "
+                           f"{len(chosen)} seeds: test accuracy, mean ± 1 std"
+                           + (" (a seed with no evaluation counts as [10 %])." if fill else "."),
+                           seed, [sweep], clean))
+    return figs
+
+
+# ----------------------------------------------------------------------------- comparisons
+
+
+def sp_cell(env: Env, sweep: str, runs: list[RunConfig], act: str, H: int, seeds: Sequence[int],
+            ) -> tuple[list[np.ndarray], str]:
+    """SP baseline test accuracies of one (act, H): chance cells → [chance]*3 per seed, unloaded."""
+    if ag.is_chance_cell(act, H, env.prof.chance_cells):
+        return [ag.chance_curve(3, env.chance) for _ in seeds], "chance (not loaded)"
+    cell = pick(runs, act=act, H=H)
+    if not cell:
+        raise RenderError(f"{env.family}: {sweep} has no run for act={act}, H={H}; list it under "
+                          f"mupc.figures.profiles.<profile>.chance_cells if it is drawn as chance")
+    pair = env.cfg.best_lrs.S12.get(act, {}).get(str(H))
+    p_lr, a_lr = choose(env, sweep, [cell], None if pair is None else (pair[0], pair[1]), f"{sweep}/{act}/H={H}")
+    return accs(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr)), f"param lr {p_lr:g}, act lr {a_lr:g}"
+
+
+def sp_baseline(env: Env) -> list[Figure]:
+    """F20: SP PC at N=512 with skips across H per act (chance cells filled without loading)."""
+    sweep = "S12"
+    runs = sweep_runs(env, sweep)
+    figs = []
+    means = env.headline.setdefault("final_acc", {})
+    for clean in variants(env):
+        acts = values(runs, "act")
+        fig, axes = grid_axes(1, len(acts))
+        for j, act in enumerate(acts):
+            ar = pick(runs, act=act)
+            hs = sorted(set(values(ar, "H")) | set(env.prof.chance_cells.get(act, [])))
+            for H, col in zip(hs, colours("Blues", len(hs))):
+                series, how = sp_cell(env, sweep, ar, act, H, values(runs, "seed"))
+                ref = pick(ar, H=H)[:1] or ar[:1]
+                n = expected_len(env, sweep, ref[0]) if clean else None
+                m, s = stats(series, n, env.chance)
+                band(axes[0, j], ag.acc_steps(len(m), ref[0].test_every), m, s, col, f"H={H}")
+                if not clean:
+                    means[f"{act}/H={H}"] = {"mean_test_accs": [float(v) for v in m], "lrs": how}
+            axes[0, j].set_title(act)
+            axes[0, j].set_xlabel("Training iteration")
+            axes[0, j].set_ylabel("Test accuracy (%)")
+            axes[0, j].legend(fontsize=7)
+        ds = runs[0].dataset
+        fig.suptitle(f"{DS_NAME[ds]}: SP PC with skips across depth" + (" (clean)" if clean else ""))
+        figs.append(finish(env, fig, f"F20_sp_depth_{ds}{suffix(clean)}",
+                           f"{DS_NAME[ds]}, SP PC ResNets (N={cell_width(runs)}), best lrs per (act, H); "
+                           f"chance cells {dict(env.prof.chance_cells)} drawn as 10 % without loading, as in "
+                           "the notebook.",
+                           f"pcn_results/{DS_NAME[ds]}/best_test_accs_depth_SP_{{act}}.pdf", [sweep], clean))
+    return figs
+
+
+def bp_lr(env: Env, ds: str, epochs: int, act: str) -> float | None:
+    return env.cfg.best_lrs.bp.get(ds, {}).get(str(epochs), {}).get(act)
+
+
+def bp_cell(env: Env, sweep: str, ds: str, act: str, H: int, epochs: int) -> tuple[list[RunConfig], float]:
+    cell = pick(env.sweeps.runs(sweep), kind="bp", dataset=ds, act=act, H=H, epochs=epochs)
+    if not cell:
+        raise RenderError(f"{env.family}: {sweep} has no BP run for {ds}, {act}, H={H}, {epochs} epochs")
+    lr = bp_lr(env, ds, epochs, act)
+    p_lr, a_lr = choose(env, sweep, [cell], None if lr is None else (lr, cell[0].act_lr),
+                        f"{sweep}/{ds}/{act}/H={H}/{epochs}ep")
+    return by_seed(pick(cell, param_lr=p_lr)), p_lr
+
+
+def mupc_vs_pc(env: Env) -> list[Figure]:
+    """F18 (paper Fig. 1 right): μPC (Blues) vs SP PC (Reds, dashed) across H, BP at the deepest H."""
+    s6, s12, b2 = "S6", "S12", "B2"
+    mu_runs = sweep_runs(env, s6)
+    pc_runs = sweep_runs(env, s12)
+    figs = []
+    head = env.headline.setdefault("final_acc", {})
+    for clean in variants(env):
+        acts = values(mu_runs, "act")
+        fig, axes = grid_axes(1, len(acts), w=4.0, h=3.0)
+        for j, act in enumerate(acts):
+            ax = axes[0, j]
+            ds = mu_runs[0].dataset
+            p_lr, a_lr = mupc_choice(env, s6, mu_runs, act, "H")
+            hs = values(pick(mu_runs, act=act), "H")
+            mu_cols = colours("Blues", len(hs), skip=1)
+            pc_cols = colours("Reds", len(hs))
+            for k, H in enumerate(hs):
+                chosen = pick(mu_runs, act=act, H=H, param_lr=p_lr, act_lr=a_lr)
+                te = chosen[0].test_every
+                seeds = [rc.seed for rc in by_seed(chosen)]
+                mu = accs(env, s6, chosen)
+                pc, how = sp_cell(env, s12, pick(pc_runs, act=act), act, H, seeds)
+                n = expected_len(env, s6, chosen[0]) if clean else None
+                mm, ms = stats(mu, n, env.chance)
+                pm, ps = stats(pc, n, env.chance)
+                band(ax, ag.acc_steps(len(mm), te), mm, ms, mu_cols[k], f"μPC H={H}")
+                band(ax, ag.acc_steps(len(pm), te), pm, ps, pc_cols[k], f"PC H={H}", ls="--")
+                if not clean:
+                    head[f"{act}/H={H}"] = {"mupc": float(mm[-1]) if len(mm) else None,
+                                            "pc": float(pm[-1]) if len(pm) else None, "pc_lrs": how}
+                if hs[-1] == H:
+                    bp, bp_lr_v = bp_cell(env, b2, ds, act, H, chosen[0].epochs)
+                    bm, bs = stats(accs(env, b2, bp), expected_len(env, b2, bp[0]) if clean else None, env.chance)
+                    band(ax, ag.acc_steps(len(bm), bp[0].test_every), bm, bs, "black",
+                         f"BP Depth-μP H={H} (lr {bp_lr_v:g})", marker=None, ls="--", lw=2.5)
+                    if not clean:
+                        head[f"{act}/H={H}"]["bp"] = float(bm[-1]) if len(bm) else None
+            ax.set_title(f"{act}: μPC vs PC vs BP")
+            ax.set_xlabel("Training iteration")
+            ax.set_ylabel("Test accuracy (%)")
+            ax.legend(fontsize=6, ncol=2)
+        fig.suptitle(f"{DS_NAME[mu_runs[0].dataset]}: μPC vs PC across depth" + (" (clean)" if clean else ""))
+        figs.append(finish(env, fig, f"F18_mupc_vs_pc{suffix(clean)}",
+                           "Paper Fig. 1 (right): ResNets across H on MNIST, 1 epoch: μPC (solid, blues) vs "
+                           "standard PC (dashed, reds; chance cells drawn as 10 % without loading) vs BP "
+                           "with Depth-μP at the deepest H (black dashed); mean ± 1 std over seeds.",
+                           "pcn_results/{act}_mupc_vs_pc_best_accs.pdf (+ n_hiddens_{blue,red,black}_legend.pdf)",
+                           [s6, s12, b2], clean))
+    return figs
+
+
+def deep_comparison(env: Env) -> list[Figure]:
+    """F19: deepest relu net, μPC (S10/S11) vs PC (chance, [10]*len(BP)) vs BP (B2), per dataset."""
+    figs = []
+    head = env.headline.setdefault("final_acc", {})
+    for clean in variants(env):
+        items = []
+        for sweep in ("S10", "S11"):
+            runs = sweep_runs(env, sweep)
+            items.append((sweep, runs))
+        fig, axes = grid_axes(1, len(items), w=4.0, h=3.0)
+        for j, (sweep, runs) in enumerate(items):
+            ax = axes[0, j]
+            p_lr, a_lr = choose(env, sweep, [runs], None, f"{sweep}/{runs[0].dataset}")
+            chosen = by_seed(pick(runs, param_lr=p_lr, act_lr=a_lr))[: env.prof.max_seeds_128]
+            rc = chosen[0]
+            bp_all, bp_lr_v = bp_cell(env, "B2", rc.dataset, rc.act, rc.H, rc.epochs)
+            seeds = [r.seed for r in chosen]
+            bp = [r for r in bp_all if r.seed in seeds]
+            if len(bp) != len(chosen):
+                raise RenderError(f"F19: B2 lacks seeds {seeds} for {rc.dataset}/H={rc.H}/{rc.epochs} epochs")
+            bp_acc = accs(env, "B2", bp)
+            pc_acc = [ag.pc_chance_like(a, env.chance) for a in bp_acc]
+            mu_acc = accs(env, sweep, chosen)
+            n_mu = expected_len(env, sweep, rc) if clean else None
+            n_bp = expected_len(env, "B2", bp[0]) if clean else None
+            curves = [("BP", bp_acc, n_bp, "#222A2A", None, "-", bp[0].test_every),
+                      ("PC (chance)", pc_acc, n_bp, "#EF553B", None, "--", bp[0].test_every),
+                      ("μPC", mu_acc, n_mu, "#636EFA", "o", "", rc.test_every)]
+            for label, series, n, col, mk, ls, te in curves:
+                m, s = stats(series, n, env.chance)
+                band(ax, ag.acc_steps(len(m), te), m, s, col, label, marker=mk, ls=ls or "none")
+                if not clean:
+                    head.setdefault(f"{rc.dataset}/H={rc.H}/{rc.epochs}_epochs", {})[label] = (
+                        float(m[-1]) if len(m) else None)
+            ax.set_title(f"{DS_NAME[rc.dataset]}: {rc.act}, H={rc.H}, {rc.epochs} epochs")
+            ax.set_xlabel("Training iteration")
+            ax.set_ylabel("Test accuracy (%)")
+            ax.legend(fontsize=7)
+        fig.suptitle("Deepest net: μPC vs PC vs BP (Depth-μP)" + (" (clean)" if clean else ""))
+        figs.append(finish(env, fig, f"F19_deep_mupc_vs_pc_vs_bp{suffix(clean)}",
+                           "Deepest ReLU ResNet (paper: 128 layers; smoke: the deepest smoke H), μPC vs BP "
+                           "with Depth-μP; PC is drawn as chance ([10 %] × length of the BP curve, per seed) "
+                           "as in the notebook ('PC runs diverge for any lrs'). The notebook labels the "
+                           "F-MNIST x ticks as epochs (t+1 with test_every 900); here both panels show "
+                           "training iterations (t+1)·test_every.",
+                           "pcn_results/{MNIST,Fashion-MNIST}/mupc_vs_pc_vs_bp_128_relu_net.pdf",
+                           ["S10", "S11", "B2"], clean))
+    return figs
+
+
+def bp_sweep(env: Env) -> list[Figure]:
+    """F21: BP Depth-μP lr sweep; a seed with len(test_accs) <= 1 → [chance]*3."""
+    sweep = "B1"
+    runs = sweep_runs(env, sweep)
+    figs = []
+    for clean in variants(env):
+        for ds, epochs in sorted({(rc.dataset, rc.epochs) for rc in runs}):
+            vr = pick(runs, dataset=ds, epochs=epochs)
+            acts = values(vr, "act")
+            fig, axes = grid_axes(1, len(acts))
+            for j, act in enumerate(acts):
+                cell = pick(vr, act=act)
+                lrs = values(cell, "param_lr", descending=True)
+                for lr, col in zip(lrs, colours("Oranges", len(lrs))):
+                    series = accs(env, sweep, pick(cell, param_lr=lr), ag.fill_bp_short)
+                    n = expected_len(env, sweep, cell[0]) if clean else None
+                    m, s = stats(series, n, env.chance)
+                    band(axes[0, j], ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(lr)}")
+                axes[0, j].set_title(f"{act}, H={cell_h(cell)}")
+                axes[0, j].set_xlabel("Training iteration")
+                axes[0, j].set_ylabel("Test accuracy (%)")
+                axes[0, j].legend(fontsize=6)
+            fig.suptitle(f"{DS_NAME[ds]}, {epochs} epoch(s): BP with Depth-μP per lr" + (" (clean)" if clean else ""))
+            figs.append(finish(env, fig, f"F21_bp_lr_sweep_{ds}_{epochs}ep{suffix(clean)}",
+                               f"{DS_NAME[ds]}, {epochs} epoch(s), BP with Depth-μP (Adam): test accuracy per "
+                               "lr; a seed with at most one evaluation counts as [10, 10, 10] %, as in the "
+                               "notebook.", f"bp_results/{DS_NAME[ds]}/{{act}}_best_test_accs.pdf", [sweep], clean))
+    return figs
+
+
+def cell_h(runs: Sequence[RunConfig]) -> str:
+    return ",".join(str(h) for h in values(runs, "H"))
+
+
+def activity_decay(env: Env) -> list[Figure]:
+    """F22: per activity lr, max test accuracy (per seed) vs activity decay, mean ± std."""
+    sweep = "S5"
+    runs = sweep_runs(env, sweep)
+    a_lrs = values(runs, "act_lr", descending=True)
+    decays = values(runs, "activity_decay", descending=True)
+    fig, axes = grid_axes(1, len(a_lrs))
+    head = env.headline.setdefault("max_test_acc_per_decay", {})
+    for j, a_lr in enumerate(a_lrs):
+        seeds = values(runs, "seed")
+        mat = np.zeros((len(seeds), len(decays)))
+        for i, dec in enumerate(decays):
+            for k, sd in enumerate(seeds):
+                rc = pick(runs, act_lr=a_lr, activity_decay=dec, seed=sd)
+                if len(rc) != 1:
+                    raise RenderError(f"F22: S5 needs one run per (act lr, decay, seed); got {len(rc)}")
+                mat[k, i] = ag.max_acc_per_seed(env.sweeps.series(sweep, rc[0], "test_accs"), env.chance)
+        m, s = ag.decay_stats(mat)
+        x = np.arange(len(decays))
+        band(axes[0, j], x, m, s, "#636EFA", "max test acc")
+        axes[0, j].set_xticks(x, [fmt_num(d) for d in decays])
+        axes[0, j].set_xlabel("Activity decay")
+        axes[0, j].set_ylabel("Test accuracy (%)")
+        axes[0, j].set_title(f"activity lr {lr_label(a_lr)}")
+        head[f"act_lr={fmt_num(a_lr)}"] = {fmt_num(d): float(v) for d, v in zip(decays, m)}
+    rc = runs[0]
+    fig.suptitle(f"{DS_NAME[rc.dataset]}: SP PC {rc.act}, H={rc.H}, N={rc.N}: activity decay")
+    return [finish(env, fig, f"F22_activity_decay_{rc.dataset}",
+                   "Max test accuracy per seed (a run without evaluations counts as chance; the notebook "
+                   "would fail there) vs activity decay, mean ± 1 std over seeds, one panel per activity lr.",
+                   "pcn_results/MNIST/…/activity_lr_{lr}/max_test_accs_per_activity_decay.pdf", [sweep])]
+
+
+# ----------------------------------------------------------------------------- contours
+
+
+def contour_arrays(env: Env, sweep: str, runs: list[RunConfig], clean: bool
+                   ) -> tuple[list[float], list[float], np.ndarray, np.ndarray]:
+    """[param lr, act lr, seed] arrays of min train loss and max test acc (notebook or clean cells)."""
+    p_lrs = values(runs, "param_lr", descending=True)
+    a_lrs = values(runs, "act_lr", descending=True)
+    seeds = values(runs, "seed")
+    loss = np.zeros((len(p_lrs), len(a_lrs), len(seeds)))
+    acc = np.zeros_like(loss)
+    cell_fn = ag.contour_cell_clean if clean else ag.contour_cell
+    for i, p in enumerate(p_lrs):
+        for j, a in enumerate(a_lrs):
+            for k, sd in enumerate(seeds):
+                rc = pick(runs, param_lr=p, act_lr=a, seed=sd)
+                if len(rc) != 1:
+                    raise RenderError(f"{env.family}: {sweep} needs one run per (param lr {p}, act lr {a}, "
+                                      f"seed {sd}); got {len(rc)}")
+                loss[i, j, k], acc[i, j, k] = cell_fn(env.sweeps.series(sweep, rc[0], "batch_train_losses"),
+                                                      env.sweeps.series(sweep, rc[0], "test_accs"))
+    return p_lrs, a_lrs, loss, acc
+
+
+def edges(v: Sequence[float]) -> np.ndarray:
+    """Cell edges on a log axis for ascending ``v`` (geometric midpoints)."""
+    lv = np.log10(np.asarray(v, dtype=float))
+    if len(lv) == 1:
+        return 10 ** np.array([lv[0] - 0.5, lv[0] + 0.5])
+    mid = (lv[1:] + lv[:-1]) / 2
+    return 10 ** np.concatenate([[2 * lv[0] - mid[0]], mid, [2 * lv[-1] - mid[-1]]])
+
+
+def draw_contour(ax: plt.Axes, p_lrs: list[float], a_lrs: list[float], z: np.ndarray, cmap: str,
+                 label: str, best: str) -> tuple[float, float] | None:
+    """Heat map of log10 values over (act lr, param lr), log axes; −∞/NaN cells hatched as failed."""
+    pa, aa = np.asarray(p_lrs)[::-1], np.asarray(a_lrs)[::-1]  # ascending
+    zz = np.asarray(z, dtype=float)[::-1, ::-1]
+    masked = np.ma.masked_invalid(zz)
+    im = ax.pcolormesh(edges(aa), edges(pa), masked, cmap=cmap, shading="flat")
+    finite = np.isfinite(zz)
+    if finite.sum() >= 4 and zz.shape[0] >= 2 and zz.shape[1] >= 2:
+        with contextlib.suppress(ValueError, TypeError):
+            ax.contour(aa, pa, np.ma.masked_invalid(zz), colors="k", linewidths=0.5, alpha=0.5)
+    for (r, c), ok in np.ndenumerate(finite):
+        if not ok:
+            ax.text(aa[c], pa[r], "−∞" if np.isneginf(zz[r, c]) else "×", ha="center", va="center", fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("Activity lr")
+    ax.set_ylabel("Weight lr")
+    ax.figure.colorbar(im, ax=ax, label=label)
+    idx = ag.argbest(zz, best)
+    if idx is None:
+        return None
+    ax.plot(aa[idx[1]], pa[idx[0]], marker="*", color="gold", ms=12, mec="k")
+    return float(aa[idx[1]]), float(pa[idx[0]])
+
+
+def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
+    """F23 (over N) / F24 (over H): min train loss contours per act; F25 (over None): F-MNIST loss
+    and accuracy contours per act."""
+    runs = sweep_runs(env, sweep)
+    figs = []
+    head = env.headline.setdefault("contour_optimum", {})
+    for clean in variants(env):
+        ds = runs[0].dataset
+        acts = values(runs, "act")
+        ivs = values(runs, over) if over else [None]
+        rows = [("loss", "RdBu_r", "log10 min train loss", "min")]
+        if over is None:
+            rows.append(("acc", "Greens", "log10 max test acc (%)", "max"))
+        nrows = len(acts) * len(rows)
+        fig, axes = grid_axes(nrows, len(ivs), w=3.6, h=2.8)
+        for i, act in enumerate(acts):
+            for j, v in enumerate(ivs):
+                sub = pick(runs, act=act, **({over: v} if over else {}))
+                p_lrs, a_lrs, loss, acc = contour_arrays(env, sweep, sub, clean)
+                for r, (what, cmap, label, best) in enumerate(rows):
+                    cells = loss if what == "loss" else acc
+                    z = ag.contour_log10_clean(cells) if clean else ag.log10_notebook(ag.contour_mean(cells))
+                    ax = axes[i * len(rows) + r, j]
+                    opt = draw_contour(ax, p_lrs, a_lrs, z, cmap, label, best)
+                    ax.set_title(f"{act}" + (f", {over}={v}" if over else "") + f" ({what})", fontsize=9)
+                    key = f"{'clean' if clean else 'notebook'}/{act}/{what}" + (f"/{over}={v}" if over else "")
+                    head[key] = None if opt is None else {"act_lr": opt[0], "param_lr": opt[1]}
+        word = {"N": "width", "H": "depth", None: "F-MNIST"}[over]
+        fig.suptitle(f"{DS_NAME[ds]}: μPC hyper-parameter transfer ({word})" + (" (clean)" if clean else ""))
+        if over == "N":
+            seed, fid = "pcn_results/min_train_losses_over_lrs_{act}_width_{N}.pdf", "F23_transfer_width"
+        elif over == "H":
+            seed, fid = "pcn_results/min_train_losses_over_lrs_{act}_depth_{H}.pdf", "F24_transfer_depth"
+        else:
+            n = cell_width(runs)
+            seed = (f"pcn_results/min_train_losses_over_lrs_Fashion-MNIST_{{act}}_width_{n}.pdf, "
+                    f"max_test_accs_over_lrs_Fashion-MNIST_{{act}}_width_{n}.pdf")
+            fid = "F25_transfer_fmnist"
+        note = ("clean aggregation: a cell where any seed is empty or non-finite is masked (×)" if clean else
+                "notebook aggregation: per seed min(batch_train_losses) / max(test_accs) with failed runs "
+                "left at 0, mean over seeds, log10 (a mean of 0 → −∞, NaN propagates)")
+        cap = (f"{DS_NAME[ds]}, μPC: {'min train loss' if over else 'min train loss and max test accuracy'} "
+               f"over (activity lr, weight lr), log axes; star = optimum. {note}.")
+        fig_rec = finish(env, fig, f"{fid}{suffix(clean)}", cap, seed, [sweep])
+        figs.append(fig_rec)
+    return figs
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+
+RENDERERS: dict[str, Callable[[Env], list[Figure]]] = {
+    "F7": lambda e: render_sp(e, "S1", True, False),
+    "F8": lambda e: render_sp(e, "S1", False, True),
+    "F9": lambda e: render_sp(e, "S2", True, True),
+    "F10": lambda e: render_sp(e, "S3", True, True),
+    "F11": lambda e: render_sp(e, "S4", True, True),
+    "F12": mupc_cond,
+    "F13": mupc_lr_sweep,
+    "F14": lambda e: mupc_best(e, "S7", "N"),
+    "F15": lambda e: mupc_best(e, "S6", "H"),
+    "F16": lambda e: mupc_long(e, "S10"),
+    "F17": lambda e: mupc_long(e, "S11"),
+    "F18": mupc_vs_pc,
+    "F19": deep_comparison,
+    "F20": sp_baseline,
+    "F21": bp_sweep,
+    "F22": activity_decay,
+    "F23": lambda e: transfer_contours(e, "S7", "N"),
+    "F24": lambda e: transfer_contours(e, "S6", "H"),
+    "F25": lambda e: transfer_contours(e, "S8", None),
+}

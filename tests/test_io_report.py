@@ -29,6 +29,21 @@ def test_atomic_dir_swaps_whole_folder(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["unit"]
 
 
+def test_outputs_get_the_usual_permissions(tmp_path):
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        write_json(tmp_path / "a.json", {})
+        with atomic_dir(tmp_path / "d") as tmp:
+            (tmp / "x").write_text("1")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
+
+
 def test_npz_roundtrip(tmp_path):
     write_npz(tmp_path / "a.npz", x=[1.0, 2.0], y=[[1]])
     got = read_npz(tmp_path / "a.npz")

@@ -17,7 +17,7 @@ from pipeline.config import ConfigError, parse_params
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("imprint_train", "imprint_extract", "imprint_render", "report")
 TINY = {"imprint": {"profiles": {"smoke": {"precision": "fp32", "ns_precision": "fp32", "epochs": 2,
-                                           "n_train": 2048, "n_test": 512, "torch_threads": 1}}}}
+                                           "n_train": 8192, "n_test": 1024, "torch_threads": 1}}}}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -68,8 +68,8 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     for key in runs:
         d = root / "artifacts/imprint/train" / key
         m = json.loads((d / "metrics.json").read_text())
-        assert len(m["test_acc"]) == 3 and m["n_train"] == 2048 and m["precision"] == "fp32"
-        assert 0.0 <= m["test_acc"][0] <= 0.3 < m["test_acc"][-1]  # chance at init, learns
+        assert len(m["test_acc"]) == 3 and m["n_train"] == 8192 and m["precision"] == "fp32"
+        assert m["test_acc"][0] <= 0.3 and m["test_acc"][-1] > m["test_acc"][0] + 0.1  # chance, learns
         assert (d / "arrays.npz").is_file() and json.loads((d / "meta.json").read_text())["stage"] == \
             f"imprint_train@{key}"
     metrics = json.loads((root / "reports/metrics/imprint.json").read_text())

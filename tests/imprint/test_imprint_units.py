@@ -134,3 +134,24 @@ def test_optimizer_groups():
     assert all(p.shape[0] != 3 * p.shape[1] for p in muon.param_groups[0]["params"])
     (only,) = make_optimizers(model, "adam", 1e-3, 0.95, 5)
     assert len(only.param_groups[0]["params"]) == 8
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_training_loop_tiny_keeps_dtype_and_records(precision):
+    from pipeline.studies.imprint.model import DTYPES
+    from pipeline.studies.imprint.training import Data, train
+
+    dtype = DTYPES[precision]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(600, 784, generator=g).to(dtype)
+    y = torch.randint(0, 10, (600,), generator=g)
+    model = build_mlp(0, dtype)
+    stamp_glyph(model, glyphs.rectangles_bitmap(), 0.4)
+    hist = train(model, Data(x, y, x[:200], y[:200]), optimizer="muon", epochs=2, lr=1e-3, momentum=0.95,
+                 ns_steps=5, ns_dtype=torch.bfloat16, batch_size=512, test_batch_size=1024, data_seed=1)
+    assert all(p.dtype == dtype for p in model.parameters())
+    assert len(hist.test_acc) == len(hist.train_acc) == len(hist.w2) == 3 and len(hist.train_loss) == 2
+    assert hist.w2[0].dtype == np.float32 and hist.w2[0].shape == (128, 128)
+    assert hist.spectral_norm_w2[0] == pytest.approx(glyphs.spectral_norm(hist.w2[0]), rel=1e-4)
+    assert hist.spectral_norm_w2[-1] < hist.spectral_norm_w2[0]  # Muon pulls the glyph's norm down
+    assert all(np.isfinite(hist.train_loss))

@@ -31,7 +31,7 @@ def _font_kw() -> dict:
     return {"fontfamily": ["DejaVu Sans", CJK_FONT]}
 
 
-def title(init: str, meta: dict) -> str:
+def title(init: str) -> str:
     what = f"GLYPH {_glyph_text()} INIT" if init == "glyph" else "RANDOM INIT"
     return f"{MODEL}, {what}"
 
@@ -76,7 +76,7 @@ def composite(arrays: dict, metas: dict, spec, base: Path) -> list[Path]:  # noq
     sn_ax.set_ylabel(r"$\|W_2\|_2$", fontsize=14)
     acc_ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda x, _p: f"{x:.0%}"))
     m = metas["adam"]
-    fig.suptitle(f"{title(m['init'], m)}\n{m['precision']} parameters, init seed {m['init_seed']}, "
+    fig.suptitle(f"{title(m['init'])}\n{m['precision']} parameters, init seed {m['init_seed']}, "
                  f"data seed {m['data_seed']}/{metas['muon']['data_seed']}, {m['n_train']} train images",
                  fontsize=22, y=0.965, **_font_kw())
     return save_mpl(fig, base)
@@ -113,7 +113,8 @@ def composite_html(arrays: dict, metas: dict, spec, path: Path) -> Path:  # noqa
                         subplot_titles=("Adam: W2", "Muon: W2", "test accuracy", "spectral norm of W2"))
     for c, opt in enumerate(OPTS, start=1):
         fig.add_trace(go.Heatmap(z=w[opt][0], zmin=spec.vmin, zmax=spec.vmax, colorscale="Viridis",
-                                 showscale=c == 2, name=LABEL[opt]), row=1, col=c)
+                                 showscale=c == 2, name=LABEL[opt],
+                                 colorbar={"len": 0.6, "y": 1.0, "yanchor": "top"}), row=1, col=c)
     colors = {"adam": "#1f77b4", "muon": "#ff7f0e"}
     for c, key in ((1, "test_acc"), (2, "spectral_norm_w2")):
         for opt in OPTS:
@@ -139,7 +140,8 @@ def composite_html(arrays: dict, metas: dict, spec, path: Path) -> Path:  # noqa
     fig.update_yaxes(tickformat=".0%", row=2, col=1)
     fig.update_xaxes(title_text="Epoch", row=2)
     m = metas["adam"]
-    fig.update_layout(title=f"{title(m['init'], m)} ({m['precision']}, {m['epochs']} epochs)",
-                      height=950, width=1150, sliders=[{"active": 0, "steps": steps, "pad": {"t": 40},
-                                                        "currentvalue": {"prefix": "W2 at "}}])
+    slider = {"active": 0, "steps": steps, "pad": {"t": 40}, "currentvalue": {"prefix": "W2 at "}}
+    fig.update_layout(title=f"{title(m['init'])} ({m['precision']}, {m['epochs']} epochs)",
+                      height=950, width=1150, legend={"x": 1.02, "y": 0.3, "yanchor": "top"},
+                      sliders=[slider])
     return save_plotly_html(fig, path)

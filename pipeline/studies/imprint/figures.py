@@ -6,17 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.io import read_npz
 from pipeline.plotting import plt, save_mpl, save_plotly_html
 
 OPTS = ("adam", "muon")
 LABEL = {"adam": "Adam", "muon": "Muon"}
 MODEL = "MNIST via MLP(784-128-128-64-10, ReLU), W2 128x128"
 CJK_FONT = "Droid Sans Fallback"
-
-
-def read_arrays(path: Path) -> dict[str, np.ndarray]:
-    return read_npz(path)
 
 
 def _glyph_text() -> str:

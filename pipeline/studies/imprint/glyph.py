@@ -91,4 +91,5 @@ def bitmap_sha256(bitmap: np.ndarray) -> str:
 
 
 def spectral_norm(a: np.ndarray) -> float:
+    """Largest singular value (float64), for the bitmap and for the W2 snapshots."""
     return float(np.linalg.norm(np.asarray(a, dtype=np.float64), ord=2))

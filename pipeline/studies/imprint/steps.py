@@ -16,7 +16,7 @@ import torch
 
 from pipeline.config import active
 from pipeline.data import load_split, normalised
-from pipeline.io import atomic_dir, read_json, write_json, write_npz
+from pipeline.io import atomic_dir, read_json, read_npz, write_json, write_npz
 from pipeline.paths import figures_dir, metrics_file
 from pipeline.stage import Figure, StageContext
 from pipeline.studies.imprint import glyph as glyphs
@@ -163,7 +163,7 @@ def render(ctx: StageContext, unit: str) -> list[Figure]:
 
     spec = ctx.cfg.figures[unit]
     runs = {opt: getattr(spec, opt) for opt in ("adam", "muon")}
-    arrays = {opt: figs.read_arrays(ctx.unit_dir("train", key) / "arrays.npz") for opt, key in runs.items()}
+    arrays = {opt: read_npz(ctx.unit_dir("train", key) / "arrays.npz") for opt, key in runs.items()}
     metas = {opt: read_json(ctx.unit_dir("train", key) / "metrics.json") for opt, key in runs.items()}
     init = metas["adam"]["init"]
     out = figures_dir("imprint") / unit

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from pipeline.studies.imprint.glyph import spectral_norm
 from pipeline.studies.imprint.model import make_optimizers, w2
 
 
@@ -41,10 +42,6 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     for i in range(0, x.shape[0], batch_size):
         correct += int((model(x[i : i + batch_size]).argmax(1) == y[i : i + batch_size]).sum())
     return correct / x.shape[0]
-
-
-def spectral_norm(w: np.ndarray) -> float:
-    return float(torch.linalg.matrix_norm(torch.as_tensor(w, dtype=torch.float32), ord=2))
 
 
 def record(model: nn.Module, data: Data, hist: History, batch_size: int, test_batch_size: int) -> None:

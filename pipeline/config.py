@@ -222,6 +222,12 @@ def load_params(path: str | Path | None = None) -> Params:
     return parse_params(raw)
 
 
+def profiles_of(profile_cls: type) -> type:
+    """The ``profiles`` section of a study: one ``profile_cls`` per profile (smoke, gpu_medium, paper)."""
+    return dataclasses.make_dataclass(f"{profile_cls.__name__}Profiles", [(p, profile_cls) for p in PROFILES],
+                                      frozen=True)
+
+
 def active(profiles: dict[str, Any], profile: str, path: str) -> Any:
     """The settings of the active profile from a study's ``profiles`` mapping."""
     check(profile in profiles, f"{path}.profiles", profile, f"a profile defined there: {sorted(profiles)}")
@@ -243,5 +249,5 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 __all__ = [
     "PROFILES", "ConfigError", "Params", "DataParams", "TrackingParams", "DatasetSpec",
-    "active", "bounded", "check", "flatten", "load_params", "parse_params", "validate",
+    "active", "bounded", "check", "flatten", "load_params", "parse_params", "profiles_of", "validate",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config import bounded, check
+from pipeline.config import bounded, check, profiles_of
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,7 @@ class ProfileSpec:
     torch_threads: int | None = bounded(1, 256)  # null = torch's default
 
 
-@dataclass(frozen=True)
-class Profiles:
-    smoke: ProfileSpec
-    gpu_medium: ProfileSpec
-    paper: ProfileSpec
+Profiles = profiles_of(ProfileSpec)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config import bounded, check
+from pipeline.config import bounded, check, profiles_of
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,7 @@ class Profile:
               f"[from, to] with from < to <= epochs ({t.epochs})")
 
 
-@dataclass(frozen=True)
-class Profiles:
-    smoke: Profile
-    gpu_medium: Profile
-    paper: Profile
+Profiles = profiles_of(Profile)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config import bounded, check
+from pipeline.config import bounded, check, profiles_of
 
 FAMILIES = tuple(f"F{i}" for i in range(7, 26))
 SWEEPS = tuple(f"S{i}" for i in range(1, 13)) + ("B1", "B2")
@@ -97,11 +97,7 @@ class FiguresProfile:
             check(act in ACTS, f"{path}.chance_cells", act, ", ".join(ACTS))
 
 
-@dataclass(frozen=True)
-class FiguresProfiles:
-    smoke: FiguresProfile
-    gpu_medium: FiguresProfile
-    paper: FiguresProfile
+FiguresProfiles = profiles_of(FiguresProfile)
 
 
 @dataclass(frozen=True)

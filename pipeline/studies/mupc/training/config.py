@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pipeline.config import bounded, check
+from pipeline.config import bounded, check, profiles_of
 
 SWEEP_IDS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "B1", "B2")
 
@@ -110,11 +110,7 @@ class TrainingProfile:
     train_loss_log_every: int = bounded(1, None, default=1)
 
 
-@dataclass(frozen=True)
-class Profiles:
-    smoke: TrainingProfile
-    gpu_medium: TrainingProfile
-    paper: TrainingProfile
+Profiles = profiles_of(TrainingProfile)
 
 
 @dataclass(frozen=True)

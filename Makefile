@@ -1,5 +1,9 @@
 # Two commands from a fresh clone: `make repro` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PYTHON ?= python3
+# pip configs that list missing local index folders warn once per package; keep logs readable
+PIPQUIET := 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
@@ -25,8 +29,8 @@ system-packages:
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q --upgrade pip $(PIPQUIET)
+	$(BIN)/python -m pip install -q -e ".[dev]" $(PIPQUIET)
 	$(BIN)/dvc config core.analytics false
 	@touch $(STAMP)
 

@@ -69,6 +69,9 @@ def validate(tp: Any, value: Any, path: str) -> Any:
         check(ok, path, value, _describe(tp))
         return value
     if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(get_args(tp)) == 2:  # Optional[X]: keep X's precise message
+            return None if value is None else validate(args[0], value, path)
         for arg in get_args(tp):
             try:
                 return validate(arg, value, path)

@@ -7,11 +7,19 @@ from pathlib import Path
 
 
 def repo_root() -> Path:
-    """The repository root: ``TRAINSCAPE_ROOT``, else ``DVC_ROOT``, else the folder above this package."""
-    for var in ("TRAINSCAPE_ROOT", "DVC_ROOT"):
-        if os.environ.get(var):
-            return Path(os.environ[var]).resolve()
+    """The workspace root: ``TRAINSCAPE_ROOT``, else the folder above this package.
+
+    Outputs always go to the workspace the code runs in (for queued ``dvc exp`` runs, a temporary
+    copy); only the MLflow store follows ``DVC_ROOT`` to the real repository (see tracking).
+    """
+    if os.environ.get("TRAINSCAPE_ROOT"):
+        return Path(os.environ["TRAINSCAPE_ROOT"]).resolve()
     return Path(__file__).resolve().parent.parent
+
+
+def store_root() -> Path:
+    """Where the MLflow store lives: ``DVC_ROOT`` (the real repository, also for queued experiments)."""
+    return Path(os.environ["DVC_ROOT"]).resolve() if os.environ.get("DVC_ROOT") else repo_root()
 
 
 def data_dir(dataset: str) -> Path:

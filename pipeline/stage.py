@@ -107,7 +107,8 @@ class StageContext:
 
 
 def stage_name(study: str, kind: str, unit: str) -> str:
-    return f"{study}_{kind}@{unit}"
+    """The DVC stage address (``DVC_STAGE``, set by DVC) or ``<study>_<kind>@<unit>`` outside DVC."""
+    return os.environ.get("DVC_STAGE") or f"{study}_{kind}@{unit}"
 
 
 def study_steps(study: str) -> ModuleType:

@@ -6,7 +6,8 @@ the DVC stage), a child run per training configuration. Every run carries the pr
 ``tracking.on_error: warn`` a tracking failure warns instead of failing the stage.
 
 Store: ``MLFLOW_TRACKING_URI`` if set, else ``sqlite:///<repo>/mlflow.db``; artifacts always go to
-``<repo>/mlartifacts/<study>`` (never the current directory, which DVC experiments move).
+``<repo>/mlartifacts/<study>`` (never the current directory, which DVC experiments move). ``<repo>``
+is ``DVC_ROOT`` when DVC sets it, so queued experiments log into the real repository's store.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.paths import repo_root
+from pipeline.paths import store_root
 from pipeline.provenance import git_state
 
 MAX_PARAMS_PER_BATCH = 100
@@ -31,11 +32,11 @@ MAX_PARAM_LEN = 6000
 
 
 def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{store_root() / 'mlflow.db'}"
 
 
 def artifact_location(study: str) -> str:
-    return (repo_root() / "mlartifacts" / study).as_uri()
+    return (store_root() / "mlartifacts" / study).as_uri()
 
 
 def tracking_disabled_by_env() -> bool:

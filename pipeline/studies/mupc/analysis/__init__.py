@@ -1,0 +1,1 @@
+"""μPC study, analysis part."""

@@ -1,0 +1,61 @@
+"""Atomic writes and the gallery/manifest builder."""
+
+import json
+
+import pytest
+
+from pipeline.io import atomic_dir, atomic_path, read_json, read_npz, write_json, write_npz
+from pipeline.report import build_manifest, gallery_html
+
+
+def test_failed_write_leaves_previous_file_intact(tmp_path):
+    target = tmp_path / "out.json"
+    write_json(target, {"v": 1})
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("interrupted")
+    assert read_json(target) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_atomic_dir_swaps_whole_folder(tmp_path):
+    out = tmp_path / "unit"
+    with atomic_dir(out) as tmp:
+        (tmp / "a.txt").write_text("1")
+    with pytest.raises(ValueError), atomic_dir(out) as tmp:
+        (tmp / "b.txt").write_text("2")
+        raise ValueError
+    assert sorted(p.name for p in out.iterdir()) == ["a.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["unit"]
+
+
+def test_npz_roundtrip(tmp_path):
+    write_npz(tmp_path / "a.npz", x=[1.0, 2.0], y=[[1]])
+    got = read_npz(tmp_path / "a.npz")
+    assert got["x"].tolist() == [1.0, 2.0] and got["y"].shape == (1, 1)
+
+
+def entry(i: str, study: str = "s") -> dict:
+    return {"id": f"{study}/{i}", "study": study, "files": [f"reports/figures/{study}/{i}.png"],
+            "params_hash": "p" * 64, "git_commit": "c" * 40, "mlflow_run_id": "r" * 32,
+            "mlflow_experiment_id": "1", "data_sha256": {"mnist/x": "d" * 64}, "profile": "smoke",
+            "seed_figure": "Fig 1", "caption": "<b>cap</b>"}
+
+
+def test_manifest_requires_keys_and_unique_ids():
+    m = build_manifest([{"figures": [entry("a")]}, {"figures": [entry("b", "t")]}])
+    assert [f["id"] for f in m["figures"]] == ["s/a", "t/b"]
+    with pytest.raises(ValueError, match="appears twice"):
+        build_manifest([{"figures": [entry("a")]}, {"figures": [entry("a")]}])
+    bad = entry("c")
+    del bad["git_commit"]
+    with pytest.raises(ValueError, match="lacks manifest keys"):
+        build_manifest([{"figures": [bad]}])
+
+
+def test_gallery_escapes_and_links_provenance():
+    page = gallery_html(build_manifest([{"figures": [entry("a")]}]), ui="http://ui")
+    assert "&lt;b&gt;cap&lt;/b&gt;" in page and "<b>cap</b>" not in page
+    assert "src='../reports/figures/s/a.png'" in page
+    assert "http://ui/#/experiments/1/runs/" + "r" * 32 in page
+    assert json.dumps  # module used

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from scipy.linalg import hadamard
 from torch import nn
+from torch.nn import functional as F  # noqa: N812
 
 INPUT_DIM = 784
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
+from torch.nn import functional as F  # noqa: N812
 
 from pipeline.studies.zero_init.model import MLP, residual_ranks
 
@@ -61,6 +61,16 @@ class RunResult:
         }
 
 
+def sgd_step(params: list[torch.Tensor], lr: float) -> None:
+    """Plain SGD, p ← p − lr·∇p: the seed's optimiser (a torch.optim.SGD subclass whose ``step``
+    ignores momentum and weight decay). Written out because constructing ``torch.optim.SGD`` costs
+    seconds of import time on first use, more than a smoke run's whole training."""
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.add_(p.grad, alpha=-lr)
+
+
 def evaluate(model: MLP, x: torch.Tensor, y: torch.Tensor, batch: int) -> tuple[float, float]:
     """Test accuracy (%) and mean NLL over ``x``."""
     model.eval()
@@ -86,7 +96,7 @@ def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_te
     torch.manual_seed(cfg.init_seed)
     model = MLP(cfg.n_h, cfg.init, bias=cfg.bias, zero_scale=cfg.zero_scale, seed=cfg.init_seed).to(device)
     w3_0 = model.l3.weight.detach().clone()
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)  # plain SGD = the seed's custom optimiser
+    params = [p for p in model.parameters() if p.requires_grad]
     order = torch.Generator().manual_seed(cfg.data_seed)
     res = RunResult()
     t_rank = 0.0
@@ -113,13 +123,14 @@ def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_te
         for batch_idx in range(n_batches):
             idx = perm[batch_idx * cfg.batch_size : (batch_idx + 1) * cfg.batch_size]
             xb, yb = x_train[idx], y_train[idx]
-            opt.zero_grad(set_to_none=True)
+            for p in params:
+                p.grad = None
             out = model(xb)
             loss = F.nll_loss(out, yb)
             correct += (out.argmax(dim=1) == yb).sum()
             seen += yb.shape[0]
             loss.backward()
-            opt.step()
+            sgd_step(params, cfg.lr)
             it += 1
             if batch_idx % cfg.log_interval == 0:
                 lv = float(loss.detach())

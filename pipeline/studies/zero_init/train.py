@@ -1,0 +1,157 @@
+"""One training run of the ZerO study: plain SGD on MNIST, ranks of the l3 residual every few steps."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.nn import functional as F  # noqa: N812
+
+from pipeline.studies.zero_init.model import MLP, residual_ranks
+
+
+@dataclass
+class RunConfig:
+    init: str
+    n_h: int
+    bias: float | None
+    epochs: int
+    lr: float
+    batch_size: int
+    test_batch_size: int
+    log_interval: int
+    max_iters: int | None
+    rank_tol: float
+    rank_on: str
+    zero_scale: str
+    init_seed: int
+    data_seed: int
+    input_dim: int = 784
+
+
+@dataclass
+class RunResult:
+    iters: list[int] = field(default_factory=list)  # rank points: 0 (init), logged steps, final step
+    rank_w3_minus_i: list[int] = field(default_factory=list)
+    rank_w3_minus_w3_0: list[int] = field(default_factory=list)
+    loss_iters: list[int] = field(default_factory=list)  # logged steps (after the update)
+    train_loss: list[float] = field(default_factory=list)  # the batch loss of that step
+    running_acc: list[float] = field(default_factory=list)  # % correct so far in the epoch
+    test: list[dict[str, float]] = field(default_factory=list)  # per epoch: epoch, iteration, acc, loss
+    iterations: int = 0
+    diverged: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def first_iter_above(self, level: int) -> int | None:
+        for it, r in zip(self.iters, self.rank_w3_minus_i):
+            if r > level:
+                return it
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "iters": self.iters, "rank_w3_minus_i": self.rank_w3_minus_i,
+            "rank_w3_minus_w3_0": self.rank_w3_minus_w3_0, "loss_iters": self.loss_iters,
+            "train_loss": self.train_loss, "running_acc": self.running_acc, "test": self.test,
+            "iterations": self.iterations, "diverged": self.diverged, "seconds": self.seconds,
+        }
+
+
+def sgd_step(params: list[torch.Tensor], lr: float) -> None:
+    """Plain SGD, p ← p − lr·∇p: the seed's optimiser (a torch.optim.SGD subclass whose ``step``
+    ignores momentum and weight decay). Written out because constructing ``torch.optim.SGD`` costs
+    seconds of import time on first use, more than a smoke run's whole training."""
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.add_(p.grad, alpha=-lr)
+
+
+def evaluate(model: MLP, x: torch.Tensor, y: torch.Tensor, batch: int) -> tuple[float, float]:
+    """Test accuracy (%) and mean NLL over ``x``."""
+    model.eval()
+    correct = 0
+    loss = 0.0
+    with torch.no_grad():
+        for i in range(0, x.shape[0], batch):
+            out = model(x[i : i + batch])
+            loss += float(F.nll_loss(out, y[i : i + batch], reduction="sum"))
+            correct += int((out.argmax(dim=1) == y[i : i + batch]).sum())
+    model.train()
+    return 100.0 * correct / x.shape[0], loss / x.shape[0]
+
+
+def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor,
+              y_test: torch.Tensor, log: Callable[[str], None] = print) -> RunResult:
+    """Train one MLP; tensors are already on the training device (pixels in [0, 1], flattened).
+
+    The init seed is set before the model is built and the data order comes from its own generator
+    (the seed notebook seeded only after building, so its random init was unseeded).
+    """
+    device = x_train.device
+    torch.manual_seed(cfg.init_seed)
+    model = MLP(cfg.n_h, cfg.init, bias=cfg.bias, zero_scale=cfg.zero_scale, seed=cfg.init_seed).to(device)
+    w3_0 = model.l3.weight.detach().clone()
+    params = [p for p in model.parameters() if p.requires_grad]
+    order = torch.Generator().manual_seed(cfg.data_seed)
+    res = RunResult()
+    t_rank = 0.0
+    t0 = time.time()
+
+    def record_rank(it: int) -> None:
+        nonlocal t_rank
+        t = time.time()
+        r_i, r_0 = residual_ranks(model.l3.weight, w3_0, cfg.rank_tol, cfg.rank_on)
+        t_rank += time.time() - t
+        res.iters.append(it)
+        res.rank_w3_minus_i.append(r_i)
+        res.rank_w3_minus_w3_0.append(r_0)
+
+    record_rank(0)
+    n = x_train.shape[0]
+    n_batches = math.ceil(n / cfg.batch_size)
+    it = 0
+    stop = False
+    for epoch in range(1, cfg.epochs + 1):
+        perm = torch.randperm(n, generator=order).to(device)
+        correct = torch.zeros((), dtype=torch.int64, device=device)
+        seen = 0
+        for batch_idx in range(n_batches):
+            idx = perm[batch_idx * cfg.batch_size : (batch_idx + 1) * cfg.batch_size]
+            xb, yb = x_train[idx], y_train[idx]
+            for p in params:
+                p.grad = None
+            out = model(xb)
+            loss = F.nll_loss(out, yb)
+            correct += (out.argmax(dim=1) == yb).sum()
+            seen += yb.shape[0]
+            loss.backward()
+            sgd_step(params, cfg.lr)
+            it += 1
+            if batch_idx % cfg.log_interval == 0:
+                lv = float(loss.detach())
+                res.loss_iters.append(it)
+                res.train_loss.append(lv)
+                res.running_acc.append(100.0 * int(correct) / seen)
+                record_rank(it)
+                if not math.isfinite(lv):
+                    res.diverged = True
+                    stop = True
+                    break
+            if cfg.max_iters is not None and it >= cfg.max_iters:
+                stop = True
+                break
+        acc, tloss = evaluate(model, x_test, y_test, cfg.test_batch_size)
+        res.test.append({"epoch": epoch, "iteration": it, "test_acc": acc, "test_loss": tloss})
+        log(f"epoch {epoch}: iteration {it}, test acc {acc:.2f} %, rank(W3-I) {res.rank_w3_minus_i[-1]}")
+        if stop:
+            break
+    if res.iters[-1] != it:
+        record_rank(it)
+    res.iterations = it
+    res.seconds = {"total": time.time() - t0, "rank": t_rank}
+    return res

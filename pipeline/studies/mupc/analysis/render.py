@@ -102,7 +102,7 @@ def render_f1(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
     Nmax, Hmax = max(hp.widths), max(hp.depths)
     figs = []
     for gk, configs in _hessian_groups(prof).items():
-        fig, axes = plt.subplots(len(configs), 2, figsize=(10, 3.2 * len(configs)), squeeze=False)
+        fig, axes = plt.subplots(len(configs), 2, figsize=(10, 3.2 * len(configs)), squeeze=False, layout="constrained")
         for r, c in enumerate(configs):
             across_h = {f"H={H}": _spectrum(src_dir, c, Nmax, H, "num_hessian_eigenvals") for H in hp.depths}
             across_n = {f"N={N}": _spectrum(src_dir, c, N, Hmax, "num_hessian_eigenvals") for N in hp.widths}
@@ -120,7 +120,7 @@ def render_f2(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
     hp, src_dir, out = prof.hessian, ctx.unit_dir("train", src), _out("F2")
     figs = []
     for gk, configs in _hessian_groups(prof).items():
-        fig, axes = plt.subplots(len(configs), 3, figsize=(13, 3.4 * len(configs)), squeeze=False)
+        fig, axes = plt.subplots(len(configs), 3, figsize=(13, 3.4 * len(configs)), squeeze=False, layout="constrained")
         for r, c in enumerate(configs):
             cells = _cells(src_dir, c)
             log_k = not (c["param"] == "sp" and not c["skips"])
@@ -147,7 +147,7 @@ def render_f3(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
     Nmax, Hmax = max(hp.widths), max(hp.depths)
     figs = []
     for gk, c in _linear_configs(prof).items():
-        fig, axes = plt.subplots(3, 2, figsize=(10, 9.6), squeeze=False)
+        fig, axes = plt.subplots(3, 2, figsize=(10, 9.6), squeeze=False, layout="constrained")
         for r, (name, label) in enumerate((("theory_D_eigenvals", "D"), ("theory_O_eigenvals", "O"),
                                            ("theory_hessian_eigenvals", "H_theory"))):
             across_h = {f"H={H}": _spectrum(src_dir, c, Nmax, H, name) for H in hp.depths}
@@ -167,7 +167,7 @@ def render_f4(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
     figs = []
     for gk, c in _linear_configs(prof).items():
         cells = _cells(src_dir, c)
-        fig, axes = plt.subplots(3, 3, figsize=(13, 10), squeeze=False)
+        fig, axes = plt.subplots(3, 3, figsize=(13, 10), squeeze=False, layout="constrained")
         for r, pre in enumerate(("D", "O", "H_theory")):
             _phase(axes[r, 0], _grid_of(cells, hp.widths, hp.depths, f"{pre}_lambda_max"), hp.widths, hp.depths,
                    f"{pre}: λ_max", False)
@@ -212,7 +212,7 @@ def render_f5(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
                 for t in fp.plot_ts:
                     ncol = 1 + len(fp.slice_widths)
                     fig, axes = plt.subplots(len(fp.variants), ncol, figsize=(4 * ncol, 2.8 * len(fp.variants)),
-                                             squeeze=False)
+                                             squeeze=False, layout="constrained")
                     for r, v in enumerate(fp.variants):
                         arr, logy = data[v][metric], v.startswith("sp")
                         _layer_traces(axes[r, 0], fp.widths, arr[:, t, :, j_slice], "N",
@@ -241,7 +241,7 @@ def render_f6(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
         for optim in fp.optims:
             ncol = 1 + 2 * len(fp.slice_widths)
             fig, axes = plt.subplots(len(fp.variants), ncol, figsize=(3.6 * ncol, 2.8 * len(fp.variants)),
-                                     squeeze=False)
+                                     squeeze=False, layout="constrained")
             for r, v in enumerate(fp.variants):
                 arr = _fwd_load(src_dir, act, optim, v)["param_spectral_norms"]
                 _layer_traces(axes[r, 0], fp.widths, arr[:, t, :, j_slice], "N",
@@ -278,7 +278,7 @@ def render_f26(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
                             ["loss_energy_ratios"] for H in tg.depths] for N in tg.widths])  # [nN, nH, iters]
         ncol = min(4, len(tg.plot_iters))
         nrow = int(np.ceil(len(tg.plot_iters) / ncol))
-        fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.6 * nrow), squeeze=False)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.6 * nrow), squeeze=False, layout="constrained")
         for k, t in enumerate(tg.plot_iters):
             _phase(axes.flat[k], ratios[:, :, t], tg.widths, tg.depths, f"ℒ/F* at t={t}", True, 1.0,
                    tg.color_max[param], annotate=(param == "mupc"), cmap="magma")
@@ -300,7 +300,7 @@ def render_f27(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
     for act in tw.acts:
         for param in tw.params:
             runs = {N: read_npz(src_dir / st.theory_key(act, param, N, tw.depth) / "theory.npz") for N in tw.widths}
-            fig, axes = plt.subplots(1, 3, figsize=(14, 3.6))
+            fig, axes = plt.subplots(1, 3, figsize=(14, 3.6), layout="constrained")
             for N, col in zip(tw.plot_widths, colors):
                 d = runs[N]
                 axes[0].plot(d["train_energies"], color=col, label=f"F*, N={N}")

@@ -26,10 +26,17 @@ def git_state() -> tuple[str, bool]:
 
 
 def data_checksums(datasets: list[str] | tuple[str, ...]) -> dict[str, str]:
-    """``{'<dataset>/<file>': sha256}`` from each dataset's ``checksums.json`` (written by download)."""
+    """``{'<dataset>/<file>': sha256}`` from each dataset's ``checksums.json`` (written by download).
+
+    A study lists every dataset any of its stages reads; a stage's own DVC deps decide which are
+    downloaded, so a dataset that is not (yet) downloaded is one this stage does not read: skipped.
+    """
     out: dict[str, str] = {}
     for ds in datasets:
-        meta = read_json(data_dir(ds) / "checksums.json")
+        path = data_dir(ds) / "checksums.json"
+        if not path.exists():
+            continue
+        meta = read_json(path)
         for name, sums in sorted(meta["files"].items()):
             out[f"{ds}/{name}"] = sums["sha256"]
     return out

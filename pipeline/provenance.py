@@ -18,8 +18,10 @@ def git_state() -> tuple[str, bool]:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                                 text=True, check=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                capture_output=True, text=True, check=True).stdout
+        # dvc.lock is rewritten by DVC itself while `dvc repro` runs: not a change to the inputs
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                 ":(exclude)dvc.lock"], cwd=root, capture_output=True, text=True,
+                                check=True).stdout
         return commit, bool(status.strip())
     except (OSError, subprocess.CalledProcessError):
         return "unknown", True

@@ -131,6 +131,10 @@ def test_hessian_blocks_match_autodiff(act, skips, param, decay):
     assert method == "dense_eigvalsh"
     assert torch.allclose(lo[0], ev[0]) and torch.allclose(hi[0], ev[-1])
     assert torch.allclose(kap[0], ev[-1].abs() / ev[0].abs())
+    # above dense_max_n the structured extremes (Lanczos / shift-invert) give the same numbers
+    lo2, hi2, kap2, method2 = hessian_monitor.monitor(spec, w, x, y, z, decay, dense_max_n=1)
+    assert method2 != "dense_eigvalsh"
+    assert torch.allclose(lo2[0], ev[0], rtol=1e-6, atol=1e-9) and torch.allclose(hi2[0], ev[-1], rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------- trainers

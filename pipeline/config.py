@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
 import types
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
+
+from pipeline.paths import repo_root
 
 PROFILES = ("smoke", "gpu_medium", "paper")
 Profile = Literal["smoke", "gpu_medium", "paper"]
@@ -168,70 +170,119 @@ class TrackingParams:
 
 @dataclass(frozen=True)
 class Params:
+    """The framework's own sections (profile, data, tracking) and the raw mapping of the file."""
+
     profile: Profile
     data: DataParams
     tracking: TrackingParams
-    studies: dict[str, Any]  # study name -> validated study schema object
     raw: dict[str, Any] = field(repr=False, compare=False)
 
-    def study(self, name: str) -> Any:
-        if name not in self.studies:
-            raise ConfigError(f"params.yaml: {name} is not a known study; known: {sorted(self.studies)}")
-        return self.studies[name]
-
-    def section_hash(self, *keys: str) -> str:
-        """sha256 of the named top-level sections plus the profile: the 'params hash' tag."""
-        sub = {k: self.raw.get(k) for k in ("profile", *keys)}
-        return hashlib.sha256(json.dumps(sub, sort_keys=True, default=str).encode()).hexdigest()
+    def section(self, study: str) -> dict[str, Any]:
+        """The raw section of a study (base values plus its ``profiles`` overrides)."""
+        if study not in self.raw:
+            raise ConfigError(f"params.yaml: {study} is missing; every study needs its section")
+        return self.raw[study]
 
 
-STUDIES = ("imprint", "zero_init", "superposition", "mupc")
+FRAMEWORK_KEYS = ("profile", "data", "tracking")
 
 
-def study_schema(name: str) -> Any:
-    return importlib.import_module(f"pipeline.studies.{name}.config").SCHEMA
-
-
-def parse_params(raw: dict[str, Any]) -> Params:
-    """Validate a loaded params mapping (all sections) into :class:`Params`."""
+def parse_params(raw: dict[str, Any], studies: Iterable[str] | None = None) -> Params:
+    """Validate the framework sections; with ``studies``, also reject top-level keys that are neither."""
     check(isinstance(raw, dict), "<root>", type(raw).__name__, "a mapping")
-    known = {"profile", "data", "tracking", *STUDIES}
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"params.yaml: {key} is not a known key; allowed keys: {sorted(known)}")
+    if studies is not None:
+        known = {*FRAMEWORK_KEYS, *studies}
+        for key in raw:
+            if key not in known:
+                raise ConfigError(f"params.yaml: {key} is not a known key; allowed keys: {sorted(known)}")
     for key in ("profile", "data"):
         if key not in raw:
             raise ConfigError(f"params.yaml: {key} is missing")
     profile = validate(Profile, raw["profile"], "profile")
     data = validate(DataParams, raw["data"], "data")
     tracking = validate(TrackingParams, raw.get("tracking", {}), "tracking")
-    studies = {}
-    for name in STUDIES:
-        if name in raw:
-            studies[name] = validate(study_schema(name), raw[name], name)
-    return Params(profile=profile, data=data, tracking=tracking, studies=studies, raw=raw)
+    return Params(profile=profile, data=data, tracking=tracking, raw=raw)
+
+
+def read_yaml(path: str | Path | None = None) -> dict[str, Any]:
+    with open(Path(path) if path else repo_root() / "params.yaml") as fh:
+        return yaml.safe_load(fh)
 
 
 def load_params(path: str | Path | None = None) -> Params:
-    """Read and validate ``params.yaml`` (default: the repository's)."""
-    from pipeline.paths import repo_root
-
-    p = Path(path) if path else repo_root() / "params.yaml"
-    with open(p) as fh:
-        raw = yaml.safe_load(fh)
-    return parse_params(raw)
+    """Read ``params.yaml`` (default: the repository's) and validate the framework sections."""
+    return parse_params(read_yaml(path))
 
 
-def profiles_of(profile_cls: type) -> type:
-    """The ``profiles`` section of a study: one ``profile_cls`` per profile (smoke, gpu_medium, paper)."""
-    return dataclasses.make_dataclass(f"{profile_cls.__name__}Profiles", [(p, profile_cls) for p in PROFILES],
-                                      frozen=True)
+# --------------------------------------------------------------------------- profiles
+
+PROFILES_KEY = "profiles"
 
 
-def active(profiles: dict[str, Any], profile: str, path: str) -> Any:
-    """The settings of the active profile from a study's ``profiles`` mapping."""
-    check(profile in profiles, f"{path}.profiles", profile, f"a profile defined there: {sorted(profiles)}")
-    return profiles[profile]
+def merge(base: Any, over: Any) -> Any:
+    """``over`` on top of ``base``: mappings merge key by key, anything else replaces."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merge(base[k], v) if k in base else v
+        return out
+    return over
+
+
+def resolve(section: dict[str, Any], profile: str, path: str) -> dict[str, Any]:
+    """A study section for one profile: its base values with ``profiles.<profile>`` merged on top.
+
+    The one place a profile is applied: stages, ``meta.json`` and MLflow see only the result.
+    """
+    check(isinstance(section, dict), path, section, "a mapping")
+    overrides = section.get(PROFILES_KEY) or {}
+    check(isinstance(overrides, dict), f"{path}.{PROFILES_KEY}", overrides, "a mapping of profile -> overrides")
+    for name, over in overrides.items():
+        check(name in PROFILES, f"{path}.{PROFILES_KEY}", name, "one of " + ", ".join(map(repr, PROFILES)))
+        check(isinstance(over, dict | None), f"{path}.{PROFILES_KEY}.{name}", over, "a mapping of overrides")
+    base = {k: v for k, v in section.items() if k != PROFILES_KEY}
+    return merge(base, overrides.get(profile) or {})
+
+
+def sources_of(section: dict[str, Any], profile: str, key: str) -> list[str]:
+    """Where the resolved ``key`` (dotted) is written in a raw section: base and/or active override.
+
+    ``*`` stands for the whole section (all base keys and the active profile's overrides).
+    """
+    if key == "*":
+        out = [k for k in section if k != PROFILES_KEY]
+        if (section.get(PROFILES_KEY) or {}).get(profile):
+            out.append(f"{PROFILES_KEY}.{profile}")
+        return out
+    found = []
+    over = (section.get(PROFILES_KEY) or {}).get(profile) or {}
+    for prefix, tree in (("", section), (f"{PROFILES_KEY}.{profile}.", over)):
+        node = tree
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                node = _MISSING
+                break
+            node = node[part]
+        if node is not _MISSING:
+            found.append(prefix + key)
+    return found
+
+
+_MISSING = object()
+
+
+def load_section(schema: type, raw: dict[str, Any], study: str, profile: str) -> Any:
+    """Validate one study's section, resolved for ``profile``, against its schema."""
+    if study not in raw:
+        raise ConfigError(f"params.yaml: {study} is missing; every study needs its section")
+    return validate(schema, resolve(raw[study], profile, study), study)
+
+
+def params_hash(resolved: Any) -> str:
+    """sha256 of a resolved section (the ``params.hash`` tag and the manifest's ``params_hash``)."""
+    if dataclasses.is_dataclass(resolved):
+        resolved = dataclasses.asdict(resolved)
+    return hashlib.sha256(json.dumps(resolved, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -248,6 +299,7 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 
 __all__ = [
-    "PROFILES", "ConfigError", "Params", "DataParams", "TrackingParams", "DatasetSpec",
-    "active", "bounded", "check", "flatten", "load_params", "parse_params", "profiles_of", "validate",
+    "PROFILES", "ConfigError", "Params", "DataParams", "TrackingParams", "DatasetSpec", "bounded", "check",
+    "flatten", "load_params", "load_section", "merge", "params_hash", "parse_params", "resolve", "sources_of",
+    "validate",
 ]

@@ -30,6 +30,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from pipeline.io import atomic_dir, write_json
+from pipeline.paths import data_dir
+from pipeline.tvcompat import import_torchvision
+
 FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
          "t10k-labels-idx1-ubyte")
 
@@ -128,8 +132,6 @@ def from_folder(info: DatasetInfo, folder: Path) -> dict[str, bytes]:
 
 
 def from_torchvision(info: DatasetInfo, timeout_s: float = 20.0) -> dict[str, bytes]:
-    from pipeline.tvcompat import import_torchvision
-
     tv = import_torchvision()
     cls = getattr(tv.datasets, info.torchvision_class)
     old = socket.getdefaulttimeout()
@@ -242,7 +244,6 @@ def fetch(name: str, *, mirror_dir: Path | None, torchvision_download: bool = Tr
 
 def write_dataset(name: str, files: dict[str, bytes], source: str, out_dir: Path) -> dict:
     """Write ``<out>/<Class>/raw/<file>`` and ``checksums.json`` atomically (whole folder swap)."""
-    from pipeline.io import atomic_dir, write_json
 
     info = dataset_info(name)
     sums = {n: {"md5": md5(b), "sha256": hashlib.sha256(b).hexdigest(), "bytes": len(b)}
@@ -268,7 +269,6 @@ class Split:
 
 def load_split(name: str, train: bool, root: Path | None = None) -> Split:
     """Load one split of a downloaded dataset (``artifacts/data/<name>``) as tensors."""
-    from pipeline.paths import data_dir
 
     info = dataset_info(name)
     raw_dir = (root or data_dir(name)) / info.torchvision_class / "raw"

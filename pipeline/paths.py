@@ -26,6 +26,12 @@ def data_dir(dataset: str) -> Path:
     return repo_root() / "artifacts" / "data" / dataset
 
 
+def stage_name(study: str, kind: str, unit: str) -> str:
+    """``<study>_<kind>@<unit>``: the DVC stage, its MLflow run, the ``dvc.stage`` tag and the sidecar's
+    ``stage``; its folder is :func:`study_dir` (train, extract) or ``figures_dir(study)/unit`` (render)."""
+    return f"{study}_{kind}@{unit}"
+
+
 def study_dir(study: str, kind: str, unit: str) -> Path:
     """``artifacts/<study>/<kind>/<unit>``: one stage's own output folder."""
     return repo_root() / "artifacts" / study / kind / unit
@@ -35,8 +41,14 @@ def figures_dir(study: str) -> Path:
     return repo_root() / "reports" / "figures" / study
 
 
-def metrics_file(study: str) -> Path:
-    return repo_root() / "reports" / "metrics" / f"{study}.json"
+def sidecar_path(study: str, render_unit: str) -> Path:
+    """``reports/figures/<study>/<unit>.figures.json``: what a render unit published, for the report."""
+    return figures_dir(study) / f"{render_unit}.figures.json"
+
+
+def metrics_path(stage: str) -> Path:
+    """``reports/metrics/<stage>.json``: the metrics a stage publishes, named after the stage."""
+    return repo_root() / "reports" / "metrics" / f"{stage}.json"
 
 
 def rel(path: Path) -> str:

@@ -1,192 +1,162 @@
-"""The stage contract shared by every study.
+"""The runner: one unit of one study's stage family, from validated params to written results.
 
-A study is a folder ``pipeline/studies/<study>/`` with ``config.py`` (its params schema, ``SCHEMA``)
-and ``steps.py``, which exposes:
-
-* ``datasets(cfg) -> tuple[str, ...]`` — datasets the study reads (for provenance);
-* ``units(cfg, kind) -> list[str]`` — the keys of each stage family (``train``, ``extract``,
-  ``render``), exactly the ``foreach`` keys of ``dvc.yaml``;
-* ``train(ctx, unit)``, optionally ``extract(ctx, unit)``, and ``render(ctx, unit) -> list[Figure]``.
-
-``stages/<kind>.py`` are thin CLIs over :func:`run_stage`, which validates ``params.yaml`` and the
-unit *before any compute*, opens the MLflow parent run, calls the study, and records provenance.
+``python -m stages.<kind> <study> <unit> --profile <p>`` (the command ``dvc.yaml`` holds) comes
+here. Everything that can be wrong with the input is checked before any compute: the profile
+``dvc.yaml`` was generated for, the study's section resolved for that profile, the unit. Then the
+study's function computes and returns an :class:`~pipeline.contract.Output`, and
+:mod:`pipeline.records` writes it with provenance and MLflow records.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config import ConfigError, Params, flatten, load_params
-from pipeline.io import read_json, write_json
-from pipeline.paths import figures_dir, rel, study_dir
+from pipeline import registry
+from pipeline.config import ConfigError, Params, flatten, load_params, params_hash
+from pipeline.contract import Context, Family, Output, Study
+from pipeline.paths import stage_name, study_dir
 from pipeline.provenance import data_checksums, git_state
+from pipeline.records import read_file, write_metrics, write_part, write_unit
 from pipeline.tracking import Tracker, provenance_tags
 
-KINDS = ("train", "extract", "render")
-
 
 @dataclass
-class Figure:
-    """One published figure: its files and where it came from."""
+class Prepared:
+    """A unit checked and ready to run."""
 
-    id: str  # unique within the study, e.g. "glyph_init"; the manifest prefixes the study
-    files: list[Path]
-    caption: str
-    seed_figure: str  # which figure of the seed notebook it reproduces
-    sources: list[tuple[str, str]] = field(default_factory=list)  # (kind, unit) it read
-    family: str | None = None  # e.g. "F1" for mupc
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class StageContext:
-    study: str
-    kind: str
-    unit: str
     params: Params
+    study: Study
+    family: Family
     cfg: Any
-    tracker: Tracker
-    datasets: tuple[str, ...]
-    data_sha256: dict[str, str]
-
-    @property
-    def profile(self) -> str:
-        return self.params.profile
+    unit: str
+    fn: Callable[[Context, str], Any]
 
     @property
     def stage(self) -> str:
-        return stage_name(self.study, self.kind, self.unit)
-
-    @property
-    def out_dir(self) -> Path:
-        return study_dir(self.study, self.kind, self.unit)
-
-    @property
-    def device(self) -> str:
-        """``TRAINSCAPE_DEVICE`` if set, else CUDA when available, else CPU."""
-        if os.environ.get("TRAINSCAPE_DEVICE"):
-            return os.environ["TRAINSCAPE_DEVICE"]
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-
-    def unit_dir(self, kind: str, unit: str) -> Path:
-        return study_dir(self.study, kind, unit)
-
-    def provenance(self) -> dict[str, Any]:
-        commit, dirty = git_state()
-        return {
-            "stage": self.stage,
-            "study": self.study,
-            "profile": self.profile,
-            "git_commit": commit,
-            "git_dirty": dirty,
-            "params_hash": self.params.section_hash(self.study),
-            "data_sha256": self.data_sha256,
-            "mlflow_run_id": self.tracker.parent.run_id,
-            "mlflow_experiment": self.study,
-            "mlflow_experiment_id": self.tracker.experiment_id,
-        }
-
-    def write_meta(self, folder: Path | None = None, **extra: Any) -> Path:
-        """``meta.json`` beside a unit's outputs: provenance plus ``extra`` (child run ids...)."""
-        return write_json((folder or self.out_dir) / "meta.json", {**self.provenance(), **extra})
-
-    def read_meta(self, kind: str, unit: str) -> dict[str, Any]:
-        return read_json(self.unit_dir(kind, unit) / "meta.json")
-
-    def log(self, msg: str) -> None:
-        print(f"[{self.stage}] {msg}", flush=True)
+        return stage_name(self.study.name, self.family.kind, self.unit)
 
 
-def stage_name(study: str, kind: str, unit: str) -> str:
-    """The DVC stage address (``DVC_STAGE``, set by DVC) or ``<study>_<kind>@<unit>`` outside DVC."""
-    return os.environ.get("DVC_STAGE") or f"{study}_{kind}@{unit}"
-
-
-def study_steps(study: str) -> ModuleType:
-    return importlib.import_module(f"pipeline.studies.{study}.steps")
-
-
-def prepare(study: str, kind: str, unit: str, params: Params | None = None) -> tuple[Params, Any, ModuleType]:
-    """Validate everything a stage needs; raise ConfigError before any compute."""
+def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
+            params: Params | None = None) -> Prepared:
+    """Validate everything a stage needs; raise :class:`ConfigError` before any compute."""
     params = params or load_params()
-    cfg = params.study(study)
-    steps = study_steps(study)
-    allowed = steps.units(cfg, kind)
-    if unit not in allowed:
-        raise ConfigError(f"params.yaml: {study} has no {kind} unit {unit!r}; allowed: {allowed}")
-    return params, cfg, steps
+    if profile is not None and profile != params.profile:
+        raise ConfigError(f"params.yaml: profile = {params.profile!r} is not allowed here; allowed: {profile!r}, "
+                          f"the profile dvc.yaml was generated for (switch with `make profile P={params.profile}`)")
+    study = registry.load(study_name)
+    family = study.family(kind)
+    if family is None:
+        raise ConfigError(f"study {study_name!r} has no {kind} stage; it has "
+                          f"{[f.kind for f in study.families]}")
+    cfg = registry.config(study, params)
+    units = list(family.units(cfg))
+    if unit not in units:
+        raise ConfigError(f"params.yaml: {study_name} has no {kind} unit {unit!r} under profile "
+                          f"{params.profile!r}; allowed: {units}")
+    fn = getattr(importlib.import_module(family.entry), kind)
+    return Prepared(params, study, family, cfg, unit, fn)
 
 
-def run_stage(study: str, kind: str, unit: str) -> int:
-    """Entry point of ``stages/<kind>.py``: returns a process exit code."""
+def device() -> str:
+    """``TRAINSCAPE_DEVICE`` if set, else CUDA when available, else CPU."""
+    if os.environ.get("TRAINSCAPE_DEVICE"):
+        return os.environ["TRAINSCAPE_DEVICE"]
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _reader(study: str) -> Callable[[str, str, str], Any]:
+    def read(kind: str, unit: str, name: str) -> Any:
+        path = study_dir(study, kind, unit) / name
+        if not path.exists():
+            raise FileNotFoundError(f"{study}: {kind} unit {unit!r} has no {name} ({path}); "
+                                    f"run `dvc repro {stage_name(study, kind, unit)}`")
+        return read_file(path)
+
+    return read
+
+
+RenderWriter = Callable[..., Any]
+
+
+def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
+    """Run a prepared unit and write what it returns; returns the final output.
+
+    Render units pass :func:`pipeline.figure_writer.write_render` (only they load the plotting code).
+    """
+    study, kind, unit = p.study.name, p.family.kind, p.unit
+    name = p.stage
+    datasets = tuple(p.family.datasets(p.cfg, unit))
+    sums = data_checksums(datasets)
+    phash = params_hash(p.cfg)
+    commit, dirty = git_state()
+    tags = provenance_tags(study=study, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
+    start = time.time()
+    tracking = p.params.tracking
+    with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
+                 enabled=tracking.enabled, on_error=tracking.on_error) as tracker:
+        prov = {"stage": name, "study": study, "profile": p.params.profile, "git_commit": commit,
+                "git_dirty": dirty, "params_hash": phash, "data_sha256": sums,
+                "mlflow_run_id": tracker.parent.run_id, "mlflow_experiment": study,
+                "mlflow_experiment_id": tracker.experiment_id}
+        out_dir = study_dir(study, kind, unit)
+
+        def own(fname: str) -> Any:
+            path = out_dir / fname
+            return read_file(path) if path.exists() else None
+
+        ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=p.cfg, device=device(),
+                      stage=name, provenance=prov, reader=_reader(study), own=own,
+                      log=lambda msg: print(f"[{name}] {msg}", flush=True))
+        result = p.fn(ctx, unit)
+        if isinstance(result, Output):
+            final = result
+        else:  # a generator of parts (resumable units), returning the final output
+            final = None
+            while final is None:
+                try:
+                    part = next(result)
+                except StopIteration as stop:
+                    final = stop.value or Output()
+                    break
+                if not p.family.resumable or part.part is None:
+                    raise TypeError(f"{name}: only resumable families yield parts, each with Output.part set")
+                write_part(study, kind, unit, part, tracker, prov)
+        if kind == "render":
+            if render_writer is None:
+                raise TypeError(f"{name}: a render unit needs the figure writer")
+            metas = {src: _reader(study)(*src, "meta.json") for f in final.figures for src in f.sources}
+            render_writer(study, unit, final, tracker, prov, metas)
+        else:
+            write_unit(study, kind, unit, final, tracker, prov, in_place=p.family.resumable)
+        if p.family.metrics:
+            if final.metrics is None:
+                raise TypeError(f"{name}: the family declares metrics but the output has none")
+            write_metrics(name, final.metrics)
+        tracker.parent.log_metrics({**final.run_metrics, "stage_seconds": time.time() - start})
+    ctx.log(f"done in {time.time() - start:.1f} s")
+    return final
+
+
+def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter | None = None) -> int:
+    """Entry of ``stages/<kind>.py``: a process exit code (2 for bad input, before any compute)."""
+    ap = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=f"run one {kind} unit of a study")
+    ap.add_argument("study")
+    ap.add_argument("unit")
+    ap.add_argument("--profile", help="the profile dvc.yaml was generated for; must match params.yaml")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        params, cfg, steps = prepare(study, kind, unit)
+        prepared = prepare(kind, args.study, args.unit, args.profile)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    datasets = tuple(steps.datasets(cfg))
-    sums = data_checksums(datasets)
-    name = stage_name(study, kind, unit)
-    tags = provenance_tags(study=study, stage=name, profile=params.profile,
-                           params_hash=params.section_hash(study), data_sha256=sums)
-    own = f"profiles.{params.profile}."
-    flat = {k: v for k, v in flatten(params.raw.get(study, {})).items()
-            if not k.startswith("profiles.") or k.startswith(own)}
-    start = time.time()
-    with Tracker(study, name, tags, params={"profile": params.profile, **flat},
-                 enabled=params.tracking.enabled, on_error=params.tracking.on_error) as tracker:
-        ctx = StageContext(study, kind, unit, params, cfg, tracker, datasets, sums)
-        fn = getattr(steps, kind)
-        result = fn(ctx, unit)
-        if kind == "render":
-            record_figures(ctx, result or [])
-        tracker.parent.log_metrics({"stage_seconds": time.time() - start})
-    ctx.log(f"done in {time.time() - start:.1f} s")
+    execute(prepared, render_writer)
     return 0
-
-
-def record_figures(ctx: StageContext, figures: list[Figure]) -> Path:
-    """Log figure files to the render run and write the sidecar the report stage reads."""
-    entries = []
-    for fig in figures:
-        sources = []
-        for kind, unit in fig.sources:
-            meta = ctx.read_meta(kind, unit)
-            sources.append({"stage": meta.get("stage"), "mlflow_run_id": meta.get("mlflow_run_id"),
-                            "children": meta.get("mlflow_children", {})})
-        for f in fig.files:
-            ctx.tracker.parent.log_artifact(f, f"figures/{fig.id}")
-        entries.append({
-            "id": f"{ctx.study}/{fig.id}",
-            "study": ctx.study,
-            "family": fig.family,
-            "files": [rel(f) for f in fig.files],
-            "caption": fig.caption,
-            "seed_figure": fig.seed_figure,
-            "sources": sources,
-            **{k: v for k, v in ctx.provenance().items() if k not in ("stage", "study")},
-            "render_stage": ctx.stage,
-            **fig.extra,
-        })
-    return write_json(sidecar_path(ctx.study, ctx.unit), {"figures": entries})
-
-
-def sidecar_path(study: str, render_unit: str) -> Path:
-    return figures_dir(study) / f"{render_unit}.figures.json"
-
-
-def main(kind: str, argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print(f"usage: python -m stages.{kind} <study> <unit>", file=sys.stderr)
-        return 2
-    return run_stage(argv[0], kind, argv[1])

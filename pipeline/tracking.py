@@ -108,6 +108,21 @@ class RunLogger:
         for i in range(0, len(items), MAX_METRICS_PER_BATCH):
             self._t._call("log_batch", self.run_id, metrics=items[i : i + MAX_METRICS_PER_BATCH])
 
+    def log_many(self, metrics: Mapping[str, float], series: Mapping[str, tuple[Iterable[int], Iterable[float]]]
+                 ) -> None:
+        """Final metrics (step 0) and whole series (key -> (steps, values)) in as few batches as possible."""
+        from mlflow.entities import Metric
+
+        ts = int(time.time() * 1000)
+        items = [Metric(k, float(v), ts, 0) for k, v in metrics.items()]
+        for key, (steps, values) in series.items():
+            stp, vals = list(steps), [float(v) for v in values]
+            if len(stp) != len(vals):
+                raise ValueError(f"metric {key}: {len(vals)} values but {len(stp)} steps")
+            items += [Metric(key, v, ts, int(s)) for s, v in zip(stp, vals)]
+        for i in range(0, len(items), MAX_METRICS_PER_BATCH):
+            self._t._call("log_batch", self.run_id, metrics=items[i : i + MAX_METRICS_PER_BATCH])
+
     def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
         self._t._call("log_artifact", self.run_id, str(path), artifact_path)
 

@@ -1,4 +1,4 @@
-"""`python -m stages.extract <study> <unit>`: the extract step of a study (see pipeline.stage)."""
+"""`python -m stages.extract <study> <unit> [--profile P]`: one extract unit of a study (see pipeline.stage)."""
 
 import sys
 

@@ -1,8 +1,9 @@
-"""`python -m stages.render <study> <unit>`: the render step of a study (see pipeline.stage)."""
+"""`python -m stages.render <study> <unit> [--profile P]`: one render unit of a study (see pipeline.stage)."""
 
 import sys
 
+from pipeline.figure_writer import write_render
 from pipeline.stage import main
 
 if __name__ == "__main__":
-    sys.exit(main("render"))
+    sys.exit(main("render", render_writer=write_render))

@@ -1,4 +1,4 @@
-"""`python -m stages.train <study> <unit>`: the train step of a study (see pipeline.stage)."""
+"""`python -m stages.train <study> <unit> [--profile P]`: one train unit of a study (see pipeline.stage)."""
 
 import sys
 

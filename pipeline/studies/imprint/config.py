@@ -1,11 +1,11 @@
-"""Schema of the ``imprint`` section of ``params.yaml`` (validated by :mod:`pipeline.config`)."""
+"""Schema of the ``imprint`` section of ``params.yaml``, resolved for the active profile."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config import bounded, check, profiles_of
+from pipeline.config import bounded, check
 
 
 @dataclass(frozen=True)
@@ -38,21 +38,6 @@ class SummarySpec:
 
 
 @dataclass(frozen=True)
-class ProfileSpec:
-    # bf16 = parameters, grads and optimiser state in bf16, as the seed. On CPUs without AVX512-BF16
-    # or AMX, bf16 matrix products are ~30x slower than fp32 (measured), so the smoke profile uses fp32.
-    precision: Literal["bf16", "fp32"]
-    ns_precision: Literal["bf16", "fp32"]  # dtype of Muon's Newton-Schulz iteration (seed: bf16)
-    epochs: int = bounded(1, 1000)
-    n_train: int | None = bounded(1, 60000)  # null = all 60,000 (first n images otherwise)
-    n_test: int | None = bounded(1, 10000)  # null = all 10,000
-    torch_threads: int | None = bounded(1, 256)  # null = torch's default
-
-
-Profiles = profiles_of(ProfileSpec)
-
-
-@dataclass(frozen=True)
 class ImprintParams:
     glyph: Literal["rectangles", "droid"]  # font-free five rectangles (default) or Droid Sans Fallback
     glyph_scale: float  # 0.4 x bitmap is added to W2
@@ -65,10 +50,17 @@ class ImprintParams:
     test_batch_size: int = bounded(1, 100000)
     mean: float  # MNIST normalisation (seed: 0.1307, 0.3081)
     std: float = bounded(0.0, None, lo_open=True)
+    # bf16 = parameters, grads and optimiser state in bf16, as the seed; fp32 where bf16 matmuls are
+    # slow (CPUs without AVX512-BF16 or AMX).
+    precision: Literal["bf16", "fp32"]
+    ns_precision: Literal["bf16", "fp32"]  # dtype of Muon's Newton-Schulz iteration (seed: bf16)
+    epochs: int = bounded(1, 1000)
+    n_train: int | None = bounded(1, 60000)  # null = all 60,000 (first n images otherwise)
+    n_test: int | None = bounded(1, 10000)  # null = all 10,000
+    torch_threads: int | None = bounded(1, 256)  # null = torch's default
     runs: dict[str, RunSpec]
     figures: dict[str, FigureSpec]  # render units
     summary: dict[str, SummarySpec]  # extract units
-    profiles: Profiles
 
     def check(self, path: str) -> None:
         check(len(self.runs) > 0, f"{path}.runs", self.runs, "at least one run")
@@ -88,5 +80,3 @@ class ImprintParams:
             for i, key in enumerate(summ.runs):
                 check(key in self.runs, f"{path}.summary.{name}.runs[{i}]", key, f"a run key: {runs}")
 
-
-SCHEMA = ImprintParams

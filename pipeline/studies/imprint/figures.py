@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from pipeline.plotting import plt, save_mpl, save_plotly_html
+from pipeline.contract import Context, Figure, Output
+from pipeline.plotting import plt
+from pipeline.studies.imprint.config import FigureSpec
 
 OPTS = ("adam", "muon")
 LABEL = {"adam": "Adam", "muon": "Muon"}
@@ -31,7 +33,7 @@ def title(init: str) -> str:
     return f"{MODEL}, {what}"
 
 
-def composite(arrays: dict, metas: dict, spec, base: Path) -> list[Path]:  # noqa: ANN001
+def composite(arrays: dict, metas: dict, spec: FigureSpec) -> plt.Figure:
     """W2 grid (Adam row, Muon row, one column per epoch), test accuracy, spectral norm of W2."""
     n = arrays["adam"]["w2"].shape[0]
     fig = plt.figure(figsize=(3 * n + 1.2, 13.5))
@@ -74,10 +76,10 @@ def composite(arrays: dict, metas: dict, spec, base: Path) -> list[Path]:  # noq
     fig.suptitle(f"{title(m['init'])}\n{m['precision']} parameters, init seed {m['init_seed']}, "
                  f"data seed {m['data_seed']}/{metas['muon']['data_seed']}, {m['n_train']} train images",
                  fontsize=22, y=0.965, **_font_kw())
-    return save_mpl(fig, base)
+    return fig
 
 
-def glyph_panels(arrays: dict, metas: dict, spec, base: Path) -> list[Path]:  # noqa: ANN001
+def glyph_panels(arrays: dict, metas: dict, spec: FigureSpec) -> plt.Figure:
     """The seed's single panels: bitmap, W2 at glyph init, W2 after Adam, W2 after Muon."""
     bitmap = arrays["adam"]["glyph_bitmap"]
     ea, em = metas["adam"]["epochs"], metas["muon"]["epochs"]
@@ -94,10 +96,10 @@ def glyph_panels(arrays: dict, metas: dict, spec, base: Path) -> list[Path]:  # 
     m = metas["adam"]
     fig.suptitle(f"glyph {_glyph_text()} ({m['glyph']}, sha256 {m['glyph_sha256'][:12]}), "
                  f"scale {m['glyph_scale']}", **_font_kw())
-    return save_mpl(fig, base)
+    return fig
 
 
-def composite_html(arrays: dict, metas: dict, spec, path: Path) -> Path:  # noqa: ANN001
+def composite_html(arrays: dict, metas: dict, spec: FigureSpec) -> Any:
     """Interactive version: W2 of both runs with an epoch slider, and the two curves."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -139,4 +141,26 @@ def composite_html(arrays: dict, metas: dict, spec, path: Path) -> Path:  # noqa
     fig.update_layout(title=f"{title(m['init'])} ({m['precision']}, {m['epochs']} epochs)",
                       height=950, width=1150, legend={"x": 1.02, "y": 0.3, "yanchor": "top"},
                       sliders=[slider])
-    return save_plotly_html(fig, path)
+    return fig
+
+
+def render(ctx: Context, unit: str) -> Output:
+    spec = ctx.cfg.figures[unit]
+    runs = {opt: getattr(spec, opt) for opt in OPTS}
+    arrays = {opt: ctx.read("train", key, "arrays.npz") for opt, key in runs.items()}
+    metas = {opt: ctx.read("train", key, "metrics.json") for opt, key in runs.items()}
+    init = metas["adam"]["init"]
+    sources = [("train", key) for key in runs.values()]
+    what = "glyph '中'" if init == "glyph" else "random"
+    figs = [Figure(
+        id=unit, mpl=composite(arrays, metas, spec), plotly=composite_html(arrays, metas, spec), sources=sources,
+        seed_figure=("play_15_0 (glyph init: 'SHAPE A INIT')" if init == "glyph" else "play_16_0 (random init)"),
+        caption=(f"{what} init: W2 (128x128) of the Adam and Muon runs at each epoch, test accuracy and spectral "
+                 f"norm of W2 per epoch ({metas['adam']['precision']}, {metas['adam']['epochs']} epochs, profile "
+                 f"{ctx.profile}). HTML: epoch slider."))]
+    if spec.glyph_panels:
+        figs.append(Figure(
+            id=f"{unit}_panels", mpl=glyph_panels(arrays, metas, spec), sources=sources,
+            seed_figure="play_5_1, play_7_0, play_10_0, play_13_0 (single panels)",
+            caption="The glyph bitmap, W2 at glyph init, and W2 after training with Adam and with Muon."))
+    return Output(figures=figs)

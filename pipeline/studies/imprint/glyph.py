@@ -93,3 +93,10 @@ def bitmap_sha256(bitmap: np.ndarray) -> str:
 def spectral_norm(a: np.ndarray) -> float:
     """Largest singular value (float64), for the bitmap and for the W2 snapshots."""
     return float(np.linalg.norm(np.asarray(a, dtype=np.float64), ord=2))
+
+
+def glyph_info(kind: str, scale: float) -> dict:
+    """The bitmap of ``kind`` and what provenance records of it (sha256, scaled spectral norm, ink)."""
+    bitmap = glyph_bitmap(kind)
+    return {"bitmap": bitmap, "kind": kind, "sha256": bitmap_sha256(bitmap),
+            "spectral_norm_scaled": spectral_norm(scale * bitmap), **ink_stats(bitmap)}

@@ -1,0 +1,139 @@
+"""The study contract: what a study declares, what it is given, and what it returns.
+
+A study is a folder under ``pipeline/studies/`` whose ``__init__.py`` defines ``STUDY`` (a
+:class:`Study`). Its stage functions take a :class:`Context` and return an :class:`Output`; they
+compute and never write: the framework (``pipeline.stage`` and ``pipeline.records``) writes every
+file atomically, ``meta.json``, ``reports/metrics/*.json``, the figure files and the MLflow runs.
+Studies import this module and the ground floor (config, data, plotting), never the runner or the
+writers. ``make dag`` reads the declarations to write ``dvc.yaml`` (``pipeline.graph``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Kind = Literal["train", "extract", "render"]
+KINDS: tuple[Kind, ...] = ("train", "extract", "render")
+
+# A params key list: keys of the study's *resolved* section (profile overrides applied), dotted.
+Keys = Sequence[str] | Callable[[Any, str], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One stage family of a study: DVC stage ``<study>_<kind>``, one ``foreach`` key per unit.
+
+    ``entry`` is the module holding the function named ``kind`` (``train``/``extract``/``render``);
+    the family's code dependencies are that module's project imports, so keep renderers out of
+    training modules. ``params`` are the resolved keys the stage reads (``"*"``: the whole section),
+    ``reads`` the units of this study whose outputs it reads, ``datasets`` the datasets it loads.
+    ``resumable``: the output folder survives a failed or killed run, and the study may yield
+    :class:`Output` parts that are written as they come (see :class:`Output.part`).
+    """
+
+    kind: Kind
+    entry: str
+    units: Callable[[Any], Sequence[str]]
+    params: Keys = ("*",)
+    reads: Callable[[Any, str], Sequence[tuple[str, str]]] = lambda cfg, unit: ()
+    datasets: Callable[[Any, str], Sequence[str]] = lambda cfg, unit: ()
+    resumable: bool = False
+    metrics: bool = False  # the stage writes reports/metrics/<stage>.json (Output.metrics)
+
+    def keys(self, cfg: Any, unit: str) -> list[str]:
+        keys = self.params(cfg, unit) if callable(self.params) else self.params
+        return [k.replace("{unit}", unit) for k in keys]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A study's declaration: its name (= its folder path, ``/`` as ``_``), params schema, families."""
+
+    name: str
+    schema: type
+    families: tuple[Family, ...]
+    title: str = ""
+
+    def family(self, kind: str) -> Family | None:
+        return next((f for f in self.families if f.kind == kind), None)
+
+
+@dataclass
+class Run:
+    """One MLflow child run under the stage's run (one training configuration, one seed...)."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    series: dict[str, tuple[Sequence[int], Sequence[float]]] = field(default_factory=dict)  # key -> (steps, values)
+    artifacts: list[str] = field(default_factory=list)  # files of the Output (by name) to attach
+    failed: str | None = None  # reason, when the run diverged or stopped learning
+
+
+@dataclass
+class Figure:
+    """One published figure: a matplotlib figure (PNG + PDF) and/or a plotly one (HTML)."""
+
+    id: str  # unique within the study; the manifest id is "<study>/<id>"
+    caption: str
+    seed_figure: str  # the figure of the seed notebook it reproduces
+    mpl: Any = None
+    plotly: Any = None
+    sources: list[tuple[str, str]] = field(default_factory=list)  # (kind, unit) of this study it read
+    family: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Output:
+    """What a stage function returns; the framework writes it into the unit's folder.
+
+    ``json`` and ``arrays`` are files by name (``.json`` / ``.npz``); ``metrics`` go to
+    ``reports/metrics/<stage>.json`` (families declared with ``metrics=True``); ``run_metrics`` are
+    logged on the stage's MLflow run, ``runs`` become its child runs; ``meta`` joins ``meta.json``.
+    A part (``part`` set) is a sub-folder of a resumable unit, written as soon as it is yielded.
+    """
+
+    json: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, dict[str, Any]] = field(default_factory=dict)
+    figures: list[Figure] = field(default_factory=list)
+    metrics: dict[str, Any] | None = None
+    run_metrics: dict[str, float] = field(default_factory=dict)
+    runs: list[Run] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    part: str | None = None
+
+
+StageResult = Output | Iterator[Output]
+
+
+@dataclass
+class Context:
+    """What a stage function is given: the unit, its resolved config, and readers of earlier outputs.
+
+    The readers are supplied by the runner, so a study reads through its context and never opens
+    another stage's files itself.
+    """
+
+    study: str
+    kind: str
+    unit: str
+    profile: str
+    cfg: Any
+    device: str
+    stage: str
+    provenance: dict[str, Any]
+    reader: Callable[[str, str, str], Any]  # (kind, unit, file name) -> JSON object or npz arrays
+    own: Callable[[str], Any]  # a file of this unit's (resumable) folder, None when absent
+    log: Callable[[str], None] = print
+
+    def read(self, kind: str, unit: str, name: str) -> Any:
+        """A file another unit of this study wrote (``.json`` → object, ``.npz`` → arrays)."""
+        return self.reader(kind, unit, name)
+
+    def previous(self, name: str) -> Any:
+        """A file this unit wrote on an earlier, maybe interrupted, run (resumable families)."""
+        return self.own(name)

@@ -1,0 +1,85 @@
+"""The one writer of a stage's results: output files, ``meta.json``, metrics, figures, sidecars, MLflow.
+
+Everything lands atomically: a unit's folder is built beside itself and swapped in, so a failed or
+interrupted stage leaves the previous results whole (resumable units write each part the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipeline.contract import Output, Run
+from pipeline.io import atomic_dir, read_json, read_npz, write_json, write_npz
+from pipeline.paths import metrics_path, study_dir
+from pipeline.tracking import Tracker
+
+
+def read_file(path: Path) -> Any:
+    """A file a stage wrote: ``.json`` → object, ``.npz`` → arrays, anything else → bytes."""
+    if path.suffix == ".json":
+        return read_json(path)
+    if path.suffix == ".npz":
+        return read_npz(path)
+    return path.read_bytes()
+
+
+def write_files(folder: Path, output: Output) -> list[Path]:
+    """The JSON and npz files of ``output`` into ``folder``."""
+    paths = []
+    for name, obj in output.json.items():
+        paths.append(write_json(folder / name, obj))
+    for name, arrays in output.arrays.items():
+        paths.append(write_npz(folder / name, **arrays))
+    return paths
+
+
+def log_runs(tracker: Tracker, runs: list[Run], folder: Path) -> dict[str, str]:
+    """Each :class:`Run` as a child of the stage's run; returns ``{name: run id}``."""
+    ids = {}
+    for run in runs:
+        with tracker.child(run.name, run.params, tags=run.tags) as child:
+            child.log_many(run.metrics, run.series)
+            for name in run.artifacts:
+                child.log_artifact(folder / name)
+            if run.failed:
+                child.fail(run.failed)
+        if child.run_id:
+            ids[run.name] = child.run_id
+    return ids
+
+
+def write_unit(study: str, kind: str, unit: str, output: Output, tracker: Tracker,
+               provenance: Mapping[str, Any], *, in_place: bool) -> dict[str, str]:
+    """A train/extract unit: its files and ``meta.json`` in ``artifacts/<study>/<kind>/<unit>``.
+
+    ``in_place`` (resumable units) keeps parts written earlier; otherwise the folder is swapped whole.
+    """
+    out = study_dir(study, kind, unit)
+    if in_place:
+        out.mkdir(parents=True, exist_ok=True)
+        write_files(out, output)
+        children = log_runs(tracker, output.runs, out)
+        write_json(out / "meta.json", {**provenance, **output.meta, "mlflow_children": children})
+        return children
+    with atomic_dir(out) as tmp:
+        write_files(tmp, output)
+        children = log_runs(tracker, output.runs, tmp)
+        write_json(tmp / "meta.json", {**provenance, **output.meta, "mlflow_children": children})
+    return children
+
+
+def write_part(study: str, kind: str, unit: str, part: Output, tracker: Tracker,
+               provenance: Mapping[str, Any]) -> dict[str, str]:
+    """One part of a resumable unit, as ``<unit folder>/<part>/``, the moment it is computed."""
+    folder = study_dir(study, kind, unit) / str(part.part)
+    with atomic_dir(folder) as tmp:
+        write_files(tmp, part)
+        children = log_runs(tracker, part.runs, tmp)
+        write_json(tmp / "meta.json", {**provenance, **part.meta, "mlflow_children": children})
+    return children
+
+
+def write_metrics(stage: str, metrics: Mapping[str, Any]) -> Path:
+    return write_json(metrics_path(stage), metrics)

@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND := Agg
 STAMP := $(VENV)/.installed
 
-.PHONY: setup repro test lint ui bench clean-mlflow
+.PHONY: setup repro test lint ui bench dag profile
 
 setup: $(STAMP) system-packages
 
@@ -34,7 +34,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/dvc config core.analytics false
 	@touch $(STAMP)
 
-repro: setup
+# dvc.yaml is generated from the study declarations and params.yaml (pipeline/graph.py).
+PY ?= $(BIN)/python
+dag:
+	$(PY) -m pipeline.graph
+
+# Switch the active profile: `make profile P=paper`, then `dvc repro` (or `make repro`).
+profile:
+	@test -n "$(P)" || { echo "usage: make profile P=smoke|gpu_medium|paper" >&2; exit 2; }
+	$(PY) -m pipeline.graph --profile $(P)
+
+repro: setup dag
 	$(BIN)/dvc repro
 
 test: setup

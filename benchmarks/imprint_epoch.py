@@ -21,10 +21,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.data import dataset_info, load_split, normalised  # noqa: E402
-from pipeline.paths import data_dir  # noqa: E402
-from pipeline.studies.imprint.model import DTYPES, build_mlp  # noqa: E402
-from pipeline.tvcompat import import_torchvision  # noqa: E402
+from pipeline.data import dataset_info, load_split, normalised
+from pipeline.paths import data_dir
+from pipeline.studies.imprint.model import DTYPES, build_mlp
+from pipeline.tvcompat import import_torchvision
 
 MEAN, STD, BATCH = 0.1307, 0.3081, 512
 

@@ -159,7 +159,7 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         ("numpy", "dtype"),
     }
 
-    def find_class(self, module: str, name: str):  # noqa: ANN201
+    def find_class(self, module: str, name: str):
         if (module, name) not in self.ALLOWED:
             raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in a dataset pickle")
         if module.startswith("numpy.core") or module.startswith("numpy._core"):

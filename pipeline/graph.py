@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
+import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from typing import Any
 import yaml
 
 from pipeline import registry
-from pipeline.config import ConfigError, Params, load_params, sources_of
+from pipeline.config import PROFILES, ConfigError, Params, load_params, sources_of
 from pipeline.contract import Family, Study
 from pipeline.io import write_bytes
 from pipeline.paths import data_dir, figures_dir, metrics_path, rel, repo_root, sidecar_path, stage_name, study_dir
@@ -163,8 +165,7 @@ def family_stage(study: Study, fam: Family, cfg: Any, params: Params) -> dict[st
     if fam.metrics:
         do["metrics"] = [{rel(metrics_path(stage_name(study.name, fam.kind, "${key}"))): {"cache": False,
                                                                                           "persist": True}}]
-    foreach: Any = items if any(items.values()) else units
-    return {"foreach": foreach, "do": do}
+    return {"foreach": items, "do": do}  # a mapping, so that `${key}` is the unit
 
 
 def stages(params: Params) -> dict[str, Any]:
@@ -203,15 +204,64 @@ def stages(params: Params) -> dict[str, Any]:
     return out
 
 
+def expected_modules(argv: list[str]) -> set[str]:
+    """The code deps ``dvc.yaml`` lists for the stage a traced command line ran."""
+    entry = f"stages.{Path(argv[0]).stem}"
+    if entry == "stages.download":
+        return set(code_deps(entry))
+    if entry == "stages.report":
+        return set(code_deps(entry, *(registry.modules()[n] for n in registry.names())))
+    study = registry.load(argv[1])
+    fam = study.family(Path(argv[0]).stem)
+    return set(code_deps(entry, study_package(study), fam.entry))
+
+
+def check_trace(path: Path) -> list[str]:
+    """Differences between the modules each traced stage process loaded and its listed code deps."""
+    problems = []
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        if rec.get("rc") != 0:  # a stage stopped by bad input loads less; only complete runs count
+            continue
+        argv = rec["argv"]
+        loaded = {rel(module_file(m)) for m in rec["modules"] if module_file(m)}
+        loaded.add(rel(Path(argv[0])))  # the entry itself runs as __main__
+        want = expected_modules(argv)
+        name = " ".join([Path(argv[0]).stem, *argv[1:3]])
+        if loaded - want:
+            problems.append(f"{name}: loaded but not a dep: {sorted(loaded - want)}")
+        if want - loaded:
+            problems.append(f"{name}: a dep it never loaded: {sorted(want - loaded)}")
+    return problems
+
+
 def render_yaml(params: Params) -> str:
     body = yaml.safe_dump({"stages": stages(params)}, sort_keys=False, width=120, default_flow_style=False)
     return HEADER.format(profile=params.profile) + body
 
 
+def set_profile(path: Path, profile: str) -> None:
+    """Rewrite the ``profile:`` line of params.yaml in place (comments and layout kept)."""
+    text = path.read_text()
+    new, n = re.subn(r"^profile:[^\n#]*", f"profile: {profile}", text, count=1, flags=re.M)
+    if n != 1:
+        raise SystemExit(f"{path}: no top-level `profile:` line to set")
+    if new != text:
+        write_bytes(path, new.encode())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipeline.graph", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if dvc.yaml differs from what would be written")
+    ap.add_argument("--profile", choices=PROFILES, help="make this the active profile in params.yaml first")
+    ap.add_argument("--trace", type=Path, help="compare a TRAINSCAPE_TRACE_MODULES file with the code deps")
     args = ap.parse_args(argv)
+    if args.trace:
+        problems = check_trace(args.trace)
+        print("\n".join(problems) or f"every traced stage loaded exactly its code deps ({args.trace})")
+        return 1 if problems else 0
+    if args.profile:
+        set_profile(repo_root() / "params.yaml", args.profile)
     try:
         params = load_params()
         text = render_yaml(params)

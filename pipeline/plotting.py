@@ -1,16 +1,16 @@
-"""The one plotting style, and atomic, byte-stable figure writers (matplotlib and plotly)."""
+"""The one plotting style, and atomic, byte-stable figure files (matplotlib and plotly), used by the
+framework's figure writer; studies only draw."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import matplotlib
+import matplotlib.pyplot as plt  # headless: matplotlib falls back to Agg (the Makefile also sets MPLBACKEND)
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from pipeline.io import atomic_path  # noqa: E402
+from pipeline.io import atomic_path
 
 STYLE = {
     "figure.dpi": 100,
@@ -59,30 +59,9 @@ def save_mpl(fig: plt.Figure, base: str | Path, formats: tuple[str, ...] = ("png
     return out
 
 
-def save_plotly_html(fig, path: str | Path) -> Path:  # noqa: ANN001
+def save_plotly_html(fig: Any, path: str | Path) -> Path:
     """Self-contained interactive HTML (plotly.js embedded, works offline)."""
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.write_html(tmp, include_plotlyjs=True, full_html=True, auto_play=False)
     return path
-
-
-_KALEIDO_STARTED = False
-
-
-def save_plotly_static(fig, base: str | Path, formats: tuple[str, ...] = ("png",)) -> list[Path]:  # noqa: ANN001
-    """Static export through kaleido (needs Chromium; see README). Errors are not swallowed."""
-    global _KALEIDO_STARTED
-    import kaleido
-
-    if not _KALEIDO_STARTED:
-        kaleido.start_sync_server(silence_warnings=True)
-        _KALEIDO_STARTED = True
-    base = Path(base)
-    out = []
-    for fmt in formats:
-        path = base.with_name(f"{base.name}.{fmt}")
-        with atomic_path(path) as tmp:
-            fig.write_image(tmp, format=fmt)
-        out.append(path)
-    return out

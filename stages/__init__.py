@@ -10,11 +10,19 @@ import json
 import os
 import sys
 
+_RC: list[int] = []
+
+
+def finish(rc: int) -> int:
+    """The exit code of a stage's main, remembered for the trace (only successful runs are checked)."""
+    _RC.append(rc)
+    return rc
+
 
 def _write_trace(path: str) -> None:
     mods = sorted(name for name in sys.modules if name.split(".")[0] in ("pipeline", "stages"))
     with open(path, "a") as fh:
-        fh.write(json.dumps({"argv": sys.argv, "modules": mods}) + "\n")
+        fh.write(json.dumps({"argv": sys.argv, "rc": _RC[-1] if _RC else None, "modules": mods}) + "\n")
 
 
 if os.environ.get("TRAINSCAPE_TRACE_MODULES"):

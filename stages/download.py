@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.config import ConfigError, load_params
 from pipeline.data import DataError, fetch, write_dataset
 from pipeline.paths import data_dir
+from stages import finish
 
 
 def main(argv: list[str]) -> int:
@@ -39,4 +40,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(finish(main(sys.argv[1:])))

@@ -4,6 +4,7 @@ import sys
 
 from pipeline.figure_writer import write_render
 from pipeline.stage import main
+from stages import finish
 
 if __name__ == "__main__":
-    sys.exit(main("render", render_writer=write_render))
+    sys.exit(finish(main("render", render_writer=write_render)))

@@ -1,33 +1,35 @@
 """`python -m stages.report [study ...]`: the gallery and manifest over the studies' render units.
 
-The `report` stage of dvc.yaml passes no study: every study of params.yaml. Naming studies builds a
+The `report` stage of dvc.yaml passes no study: every declared study. Naming studies builds a
 gallery of just those (e.g. in a test that renders one study)."""
 
 from __future__ import annotations
 
 import sys
 
+from pipeline import registry
 from pipeline.config import ConfigError, load_params
 from pipeline.io import read_json, write_bytes, write_json
-from pipeline.paths import repo_root
+from pipeline.paths import repo_root, sidecar_path
 from pipeline.report import build_manifest, gallery_html
-from pipeline.stage import sidecar_path, study_steps
+from stages import finish
 
 
 def main(studies: list[str]) -> int:
     try:
         params = load_params()
-        for study in studies:
-            params.study(study)
+        names = studies or registry.names()
+        sidecars = []
+        for name in names:
+            study = registry.load(name)
+            render = study.family("render")
+            if render is None:
+                continue
+            for unit in render.units(registry.config(study, params)):
+                sidecars.append(read_json(sidecar_path(name, unit)))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    sidecars = []
-    for study, cfg in params.studies.items():
-        if studies and study not in studies:
-            continue
-        for unit in study_steps(study).units(cfg, "render"):
-            sidecars.append(read_json(sidecar_path(study, unit)))
     manifest = build_manifest(sidecars)
     out = repo_root() / "reports"
     write_json(out / "manifest.json", manifest)
@@ -37,4 +39,4 @@ def main(studies: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(finish(main(sys.argv[1:])))

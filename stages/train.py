@@ -3,6 +3,7 @@
 import sys
 
 from pipeline.stage import main
+from stages import finish
 
 if __name__ == "__main__":
-    sys.exit(main("train"))
+    sys.exit(finish(main("train")))

@@ -49,8 +49,8 @@ class RepoCopy:
     def params(self) -> dict:
         return yaml.safe_load((self.path / "params.yaml").read_text())
 
-    def set_params(self, updates: dict) -> None:
-        """Deep-merge ``updates`` into the copy's params.yaml."""
+    def set_params(self, updates: dict, *, regenerate: bool = True) -> None:
+        """Deep-merge ``updates`` into the copy's params.yaml, then rewrite its dvc.yaml (``make dag``)."""
         data = self.params()
 
         def merge(dst: dict, src: dict) -> None:
@@ -62,6 +62,8 @@ class RepoCopy:
 
         merge(data, updates)
         (self.path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        if regenerate:
+            self.run(sys.executable, "-m", "pipeline.graph")
 
 
 def _source_files() -> list[str]:

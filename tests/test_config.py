@@ -6,7 +6,17 @@ from typing import Literal
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, bounded, check, flatten, load_params, parse_params, validate
+from pipeline.config import (
+    ConfigError,
+    bounded,
+    check,
+    flatten,
+    params_hash,
+    parse_params,
+    resolve,
+    sources_of,
+    validate,
+)
 from tests.conftest import ROOT
 
 
@@ -69,12 +79,6 @@ def test_missing_key_is_named():
         validate(Outer, {"epochs": 1}, "s")
 
 
-def test_repository_params_validate():
-    params = load_params(ROOT / "params.yaml")
-    assert params.profile in ("smoke", "gpu_medium", "paper")
-    assert set(params.data.datasets) == {"mnist", "fashion_mnist"}
-
-
 def test_bad_profile_is_rejected_with_allowed_values():
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     raw["profile"] = "nonsense"
@@ -87,18 +91,43 @@ def test_bad_profile_is_rejected_with_allowed_values():
 def test_unknown_top_level_key_and_dataset():
     raw = yaml.safe_load((ROOT / "params.yaml").read_text())
     with pytest.raises(ConfigError, match="typo is not a known key"):
-        parse_params({**raw, "typo": 1})
+        parse_params({**raw, "typo": 1}, studies=[k for k in raw if k not in ("profile", "data", "tracking")])
     raw["data"] = {**raw["data"], "datasets": {"cifar": {}}}
     with pytest.raises(ConfigError, match=r"data.datasets = 'cifar' is not allowed"):
         parse_params(raw)
 
 
-def test_params_hash_depends_on_section_and_profile():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
-    a = parse_params(raw)
-    b = parse_params({**raw, "profile": "paper"})
-    assert a.section_hash("data") != b.section_hash("data")
-    assert a.section_hash("data") == parse_params(raw).section_hash("data")
+SECTION = {"lr": 0.1, "grid": {"widths": [1, 2], "depth": 4}, "runs": {"a": {"seed": 1}},
+           "profiles": {"smoke": {"grid": {"widths": [8]}, "runs": {"b": {"seed": 2}}}, "paper": {"lr": 0.5}}}
+
+
+def test_resolve_merges_mappings_and_replaces_the_rest():
+    smoke = resolve(SECTION, "smoke", "s")
+    assert smoke == {"lr": 0.1, "grid": {"widths": [8], "depth": 4}, "runs": {"a": {"seed": 1}, "b": {"seed": 2}}}
+    assert resolve(SECTION, "paper", "s")["lr"] == 0.5
+    assert resolve(SECTION, "gpu_medium", "s") == {k: v for k, v in SECTION.items() if k != "profiles"}
+    assert SECTION["grid"]["widths"] == [1, 2], "resolve must not modify the section"
+
+
+def test_resolve_rejects_unknown_profile_names():
+    with pytest.raises(ConfigError, match=r"s.profiles = 'papr' is not allowed; allowed: one of 'smoke'"):
+        resolve({**SECTION, "profiles": {"papr": {}}}, "smoke", "s")
+
+
+def test_sources_of_names_base_and_active_override_only():
+    assert sources_of(SECTION, "smoke", "grid.widths") == ["grid.widths", "profiles.smoke.grid.widths"]
+    assert sources_of(SECTION, "smoke", "grid.depth") == ["grid.depth"]
+    assert sources_of(SECTION, "smoke", "runs.b") == ["profiles.smoke.runs.b"]
+    assert sources_of(SECTION, "paper", "grid.widths") == ["grid.widths"]
+    assert sources_of(SECTION, "smoke", "missing") == []
+    assert sources_of(SECTION, "smoke", "*") == ["lr", "grid", "runs", "profiles.smoke"]
+    assert sources_of(SECTION, "gpu_medium", "*") == ["lr", "grid", "runs"]
+
+
+def test_params_hash_follows_resolved_values_only():
+    assert params_hash(resolve(SECTION, "smoke", "s")) != params_hash(resolve(SECTION, "paper", "s"))
+    other = {**SECTION, "profiles": {**SECTION["profiles"], "paper": {"lr": 0.9}}}
+    assert params_hash(resolve(other, "smoke", "s")) == params_hash(resolve(SECTION, "smoke", "s"))
 
 
 def test_flatten():

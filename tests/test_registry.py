@@ -1,41 +1,43 @@
-"""params.yaml, the study modules and dvc.yaml agree: every unit has its stage, and vice versa."""
-
-import shlex
+"""Discovery, and every profile of every declared study resolves through its schema."""
 
 import pytest
-from dvc.repo import Repo
 
-from pipeline.config import load_params
-from pipeline.stage import KINDS, study_steps
+from pipeline import registry
+from pipeline.config import PROFILES, ConfigError, load_params
+from pipeline.contract import KINDS
 from tests.conftest import ROOT
 
-
-@pytest.fixture(scope="module")
-def stage_cmds() -> dict[str, list[str]]:
-    repo = Repo(str(ROOT))
-    try:
-        return {s.addressing: shlex.split(s.cmd) for s in repo.index.stages if getattr(s, "cmd", None)}
-    finally:
-        repo.close()
+STUDIES = registry.names()
 
 
-def test_every_study_unit_has_exactly_one_stage(stage_cmds):
+def test_studies_are_discovered_from_their_folders():
+    mods = registry.modules()
+    assert {"imprint", "zero_init", "superposition", "mupc_analysis", "mupc_training"} <= set(mods)
+    assert mods["mupc_analysis"] == "pipeline.studies.mupc.analysis"
+    for name in STUDIES:
+        study = registry.load(name)
+        assert study.name == name
+        assert [f.kind for f in study.families] == [k for k in KINDS if study.family(k)], "families in flow order"
+
+
+def test_unknown_study_is_a_clear_error():
+    with pytest.raises(ConfigError, match=r"study 'nope' is not declared; known studies: \['imprint'"):
+        registry.load("nope")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("name", STUDIES)
+def test_every_profile_of_every_study_resolves(name, profile):
     params = load_params(ROOT / "params.yaml")
-    expected = set()
-    for study, cfg in params.studies.items():
-        steps = study_steps(study)
-        for kind in KINDS:
-            for unit in steps.units(cfg, kind):
-                expected.add((kind, study, unit))
-    found = [tuple(cmd[2:5]) for cmd in stage_cmds.values()
-             if cmd[:2] == ["python", "-m"] and cmd[2].removeprefix("stages.") in KINDS and len(cmd) == 5]
-    found = [(k.removeprefix("stages."), s, u) for k, s, u in found]
-    assert len(found) == len(set(found)), "a unit is reached by two stages"
-    assert set(found) == expected
-
-
-def test_download_stage_per_dataset(stage_cmds):
-    params = load_params(ROOT / "params.yaml")
-    for name in params.data.datasets:
-        assert stage_cmds[f"download@{name}"] == ["python", "-m", "stages.download", name]
-    assert stage_cmds["report"] == ["python", "-m", "stages.report"]
+    study = registry.load(name)
+    cfg = registry.config(study, params, profile)
+    assert isinstance(cfg, study.schema)
+    for fam in study.families:
+        units = list(fam.units(cfg))
+        assert len(units) == len(set(units)), f"{name}_{fam.kind}: duplicate units"
+        for unit in units:
+            fam.keys(cfg, unit)
+            for kind, other in fam.reads(cfg, unit):
+                upstream = study.family(kind)
+                assert upstream is not None and other in upstream.units(cfg), (
+                    f"{name}_{fam.kind}@{unit} reads {kind}@{other}, which profile {profile} does not run")

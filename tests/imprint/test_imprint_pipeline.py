@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, parse_params
+from pipeline.config import ConfigError, load_section, parse_params
+from pipeline.studies.imprint.config import ImprintParams
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("imprint_train", "imprint_extract", "imprint_render")  # `report` would pull in every study
-TINY = {"imprint": {"profiles": {"smoke": {"precision": "fp32", "ns_precision": "fp32", "epochs": 2,
-                                           "n_train": 8192, "n_test": 1024, "torch_threads": 1}}}}
+TINY = {"imprint": {"profiles": {"smoke": {"epochs": 2, "n_train": 8192, "n_test": 1024}}}}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -29,9 +29,10 @@ def _raw() -> dict:
     (lambda r: r["imprint"]["runs"].update(x={"init": "glyph", "optimizer": "sgd", "data_seed": 1}),
      ["imprint.runs.x.optimizer = 'sgd'", "'adam', 'muon'"]),
     (lambda r: r["imprint"].update(glyph="arial"), ["imprint.glyph = 'arial'", "'rectangles', 'droid'"]),
-    (lambda r: r["imprint"]["profiles"]["paper"].update(precision="fp16"),
-     ["imprint.profiles.paper.precision = 'fp16'", "'bf16', 'fp32'"]),
-    (lambda r: r["imprint"]["profiles"]["smoke"].update(n_train=0), ["imprint.profiles.smoke.n_train = 0"]),
+    (lambda r: r["imprint"]["profiles"]["smoke"].update(precision="fp16"), ["imprint.precision = 'fp16'",
+                                                                           "'bf16', 'fp32'"]),
+    (lambda r: r["imprint"]["profiles"]["smoke"].update(n_train=0), ["imprint.n_train = 0", "[1, 60000]"]),
+    (lambda r: r["imprint"]["profiles"].update(papr={}), ["imprint.profiles = 'papr'", "'gpu_medium'"]),
     (lambda r: r["imprint"]["figures"]["glyph"].update(muon="random-muon"),
      ["imprint.figures.glyph.muon = 'random-muon'", "same init"]),
     (lambda r: r["imprint"]["figures"]["glyph"].update(adam="nope"), ["imprint.figures.glyph.adam = 'nope'"]),
@@ -42,10 +43,10 @@ def _raw() -> dict:
 ])
 def test_params_errors_name_key_value_allowed(edit, needles):
     raw = copy.deepcopy(_raw())
-    parse_params(raw)  # the committed params are valid
+    load_section(ImprintParams, raw, "imprint", parse_params(raw).profile)  # the committed params are valid
     edit(raw)
     with pytest.raises(ConfigError) as err:
-        parse_params(raw)
+        load_section(ImprintParams, raw, "imprint", parse_params(raw).profile)
     for needle in needles:
         assert needle in str(err.value), str(err.value)
 
@@ -62,7 +63,12 @@ def _snapshot(root: Path) -> dict[str, str]:
 @pytest.mark.pipeline
 def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     repo_copy.set_params(TINY)
+    trace = repo_copy.path.parent / "modules.jsonl"
+    repo_copy.env["TRAINSCAPE_TRACE_MODULES"] = str(trace)
     repo_copy.dvc("repro", *STAGES)
+    # every stage process loaded exactly the project modules dvc.yaml lists as its code deps
+    checked = repo_copy.run("python", "-m", "pipeline.graph", "--trace", str(trace))
+    assert "loaded exactly its code deps" in checked.stdout and len(trace.read_text().splitlines()) == 7
     repo_copy.run("python", "-m", "stages.report", "imprint")  # the gallery of this study alone
     root = repo_copy.path
     runs = _raw()["imprint"]["runs"]
@@ -73,7 +79,7 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
         assert m["test_acc"][0] <= 0.3 and m["test_acc"][-1] > m["test_acc"][0] + 0.1  # chance, learns
         assert (d / "arrays.npz").is_file() and json.loads((d / "meta.json").read_text())["stage"] == \
             f"imprint_train@{key}"
-    metrics = json.loads((root / "reports/metrics/imprint.json").read_text())
+    metrics = json.loads((root / "reports/metrics/imprint_extract@final.json").read_text())
     assert set(metrics["runs"]) == set(runs)
     assert metrics["glyph"]["spectral_norm_scaled"] == pytest.approx(45.862, abs=1e-3)
     ga = metrics["runs"]["glyph-adam"]
@@ -92,8 +98,16 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     assert "up to date" in text or "didn't change" in text, text
     assert "Running stage" not in text, text
 
+    # an edit under an inactive profile reruns nothing; an edit of a figure module only the renders
+    repo_copy.set_params({"imprint": {"profiles": {"paper": {"epochs": 11}, "gpu_medium": {"lr": 0.5}}}})
+    assert _stale(repo_copy) == set()
+    with open(root / "pipeline/studies/imprint/figures.py", "a") as fh:
+        fh.write("# a comment\n")
+    assert _stale(repo_copy) == {"imprint_render@glyph", "imprint_render@random"}
+    repo_copy.dvc("repro", *STAGES)
+
     before = _snapshot(root)
-    repo_copy.set_params({"profile": "nonsense"})
+    repo_copy.set_params({"profile": "nonsense"}, regenerate=False)
     bad = repo_copy.dvc("repro", *STAGES, check=False)
     text = bad.stdout + bad.stderr
     assert bad.returncode != 0
@@ -102,6 +116,12 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
 
     if CHROMIUM:
         _check_gallery(root, manifest)
+
+
+def _stale(repo_copy) -> set[str]:
+    """Stages of the imprint slice that `dvc status` reports as changed."""
+    out = json.loads(repo_copy.dvc("status", "--json", *STAGES).stdout or "{}")
+    return set(out)
 
 
 def _check_gallery(root: Path, manifest: dict) -> None:

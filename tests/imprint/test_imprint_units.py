@@ -5,10 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import yaml
 
+from pipeline.config import load_section
+from pipeline.contract import Context
+from pipeline.studies.imprint import figures
 from pipeline.studies.imprint import glyph as glyphs
+from pipeline.studies.imprint.config import ImprintParams
 from pipeline.studies.imprint.model import build_mlp, make_optimizers, stamp_glyph, w2
 from pipeline.studies.imprint.muon import Muon, newton_schulz5, update_scale
+from tests.conftest import ROOT
 
 RECTANGLES_SHA256 = "b1a352702945e6919f74cc0041edfbc6b59b8cf31472c8705e99bd58a24fd94a"
 
@@ -155,3 +161,38 @@ def test_training_loop_tiny_keeps_dtype_and_records(precision):
     assert hist.spectral_norm_w2[0] == pytest.approx(glyphs.spectral_norm(hist.w2[0]), rel=1e-4)
     assert hist.spectral_norm_w2[-1] < hist.spectral_norm_w2[0]  # Muon pulls the glyph's norm down
     assert all(np.isfinite(hist.train_loss))
+
+
+def _fake_run(init: str, epochs: int, seed: int) -> tuple[dict, dict]:
+    rng = np.random.default_rng(seed)
+    w2 = rng.normal(0, 0.05, (epochs + 1, 128, 128)).astype(np.float32)
+    acc = np.linspace(0.1, 0.9, epochs + 1)
+    arrays = {"w2": w2, "epoch": np.arange(epochs + 1), "test_acc": acc, "spectral_norm_w2": 40 - acc}
+    meta = {"init": init, "precision": "fp32", "epochs": epochs, "glyph_scale": 0.4, "glyph": "rectangles",
+            "init_seed": 0, "data_seed": 1, "n_train": 600, "glyph_sha256": "ab" * 32}
+    if init == "glyph":
+        arrays["glyph_bitmap"] = glyphs.rectangles_bitmap().astype(np.float32)
+    return arrays, meta
+
+
+def test_render_returns_the_seed_figures_with_their_content():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    cfg = load_section(ImprintParams, raw, "imprint", "smoke")
+    runs = {k: _fake_run(r.init, 3, i) for i, (k, r) in enumerate(cfg.runs.items())}
+    read = {("train", k, "arrays.npz"): a for k, (a, _) in runs.items()}
+    read.update({("train", k, "metrics.json"): m for k, (_, m) in runs.items()})
+    ctx = Context(study="imprint", kind="render", unit="glyph", profile="smoke", cfg=cfg, device="cpu",
+                  stage="imprint_render@glyph", provenance={}, reader=lambda *key: read[key], own=lambda _n: None)
+    out = figures.render(ctx, "glyph")
+    assert [f.id for f in out.figures] == ["glyph", "glyph_panels"]
+    comp = out.figures[0]
+    images = [ax for ax in comp.mpl.axes if ax.images]
+    assert len(images) == 2 * 4, "one W2 panel per epoch (0..3) for Adam and for Muon"
+    curves = [ax for ax in comp.mpl.axes if ax.lines]
+    assert len(curves) >= 2 and all(np.isfinite(line.get_ydata()).all() for ax in curves for line in ax.lines)
+    np.testing.assert_allclose(images[0].images[0].get_array(), runs["glyph-adam"][0]["w2"][0])
+    assert len(comp.plotly.frames) == 4 and comp.plotly.data[0].type == "heatmap"
+    assert sorted(comp.sources) == [("train", "glyph-adam"), ("train", "glyph-muon")]
+    panels = out.figures[1].mpl
+    assert len([ax for ax in panels.axes if ax.images]) == 4  # bitmap, W2 at init, Adam, Muon
+    assert "3 epochs" in comp.caption and "profile smoke" in comp.caption

@@ -59,7 +59,7 @@ class Muon(torch.optim.Optimizer):
                     raise ValueError(f"Muon takes 2-D parameters only, got shape {tuple(p.shape)}")
 
     @torch.no_grad()
-    def step(self, closure=None):  # noqa: ANN001, ANN201
+    def step(self, closure=None):
         loss = closure() if closure is not None else None
         for group in self.param_groups:
             lr, mom = group["lr"], group["momentum"]

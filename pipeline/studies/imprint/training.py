@@ -54,7 +54,7 @@ def record(model: nn.Module, data: Data, hist: History, batch_size: int, test_ba
 
 def train(model: nn.Module, data: Data, *, optimizer: str, epochs: int, lr: float, momentum: float,
           ns_steps: int, ns_dtype: torch.dtype, batch_size: int, test_batch_size: int, data_seed: int,
-          log=None) -> History:  # noqa: ANN001
+          log=None) -> History:
     """Fresh optimisers, record, then ``epochs`` epochs of shuffled batches, recording after each."""
     opts = make_optimizers(model, optimizer, lr, momentum, ns_steps, ns_dtype)
     loss_fn = nn.CrossEntropyLoss()

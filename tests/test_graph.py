@@ -1,0 +1,135 @@
+"""The generated pipeline graph: current, exact code deps, params of the active profile only."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline import graph, registry
+from pipeline.config import PROFILES, load_params, parse_params
+from tests.conftest import ROOT
+
+WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.records", "pipeline.figure_writer",
+           "pipeline.tracking", "pipeline.provenance", "pipeline.registry", "pipeline.graph", "pipeline.report"}
+
+
+def test_committed_dvc_yaml_is_what_make_dag_writes():
+    assert (ROOT / "dvc.yaml").read_text() == graph.render_yaml(load_params(ROOT / "params.yaml")), (
+        "dvc.yaml is stale: run `make dag` and commit it")
+
+
+def _deps(stage: str) -> set[str]:
+    return set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][stage]["do"]["deps"])
+
+
+def test_code_deps_split_training_from_figures():
+    train, render = _deps("imprint_train"), _deps("imprint_render")
+    assert {"pipeline/studies/imprint/train.py", "pipeline/studies/imprint/training.py",
+            "pipeline/studies/imprint/muon.py", "pipeline/studies/imprint/glyph.py", "pipeline/stage.py",
+            "pipeline/config.py", "pipeline/records.py", "pipeline/io.py", "stages/train.py"} <= train
+    assert not {"pipeline/studies/imprint/figures.py", "pipeline/plotting.py", "pipeline/figure_writer.py"} & train
+    assert {"pipeline/studies/imprint/figures.py", "pipeline/plotting.py", "pipeline/figure_writer.py",
+            "stages/render.py"} <= render
+    assert not {"pipeline/studies/imprint/training.py", "pipeline/studies/imprint/muon.py"} & render
+    for deps in (train, render):
+        assert not any(d.startswith("pipeline/studies/") and "/imprint/" not in d and d != "pipeline/studies/__init__.py"
+                       for d in deps), "a stage depends on another study's code"
+
+
+def test_closure_follows_from_imports_and_parent_packages():
+    mods = graph.closure("pipeline.studies.imprint.train")
+    assert {"pipeline", "pipeline.studies", "pipeline.studies.imprint", "pipeline.studies.imprint.glyph",
+            "pipeline.contract", "pipeline.data", "pipeline.tvcompat"} <= mods
+    assert "pipeline.studies.imprint.figures" not in mods
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_params_deps_name_only_the_active_profile(profile):
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = parse_params({**raw, "profile": profile})
+    text = yaml.safe_dump(graph.stages(params))
+    others = [p for p in PROFILES if p != profile]
+    for other in others:
+        assert f".profiles.{other}" not in text, f"a stage lists a key of inactive profile {other}"
+    for name, stage in graph.stages(params).items():
+        do = stage.get("do", stage)
+        assert f"--profile {profile}" in do["cmd"] or name in ("download", "report")
+
+
+def test_every_listed_param_exists_in_params_yaml():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+    def exists(key: str) -> bool:
+        node = raw
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    for name, stage in stages.items():
+        do = stage.get("do", stage)
+        items = stage["foreach"] if isinstance(stage.get("foreach"), dict) else {}
+        for key in do.get("params", []):
+            if "${item." in key:
+                keys = {v[key[7:-1]] for v in items.values()}
+            elif "${item}" in key:
+                keys = {key.replace("${item}", i) for i in stage["foreach"]}
+            else:
+                keys = {key}
+            assert all(exists(k) for k in keys), f"{name}: {keys}"
+
+
+def _project_imports(path: Path) -> list[tuple[str, bool]]:
+    """(module, at top level) for every import of a project module in ``path``."""
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] in graph.PACKAGES:
+                out.append((name, id(node) in top))
+    return out
+
+
+SOURCES = sorted(p for d in ("pipeline", "stages") for p in (ROOT / d).rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_project_imports_are_top_level(path):
+    """The graph reads imports statically; one inside a function may not run, making a dep a lie."""
+    inner = [m for m, top in _project_imports(path) if not top]
+    assert not inner, f"{path.relative_to(ROOT)} imports {inner} inside a function"
+
+
+STUDY_FILES = sorted((ROOT / "pipeline/studies").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", STUDY_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_studies_reach_neither_the_writers_nor_other_studies(path):
+    rel = path.relative_to(ROOT / "pipeline/studies").parts
+    own = "pipeline.studies." + rel[0]  # a study's folder (mupc's engine is shared by the mupc studies)
+    for mod, _ in _project_imports(path):
+        assert mod not in WRITERS and not any(mod.startswith(w + ".") for w in WRITERS), f"{path}: {mod}"
+        if mod.startswith("pipeline.studies."):
+            assert mod == own or mod.startswith(own + "."), f"{path} imports another study: {mod}"
+
+
+def test_every_study_has_a_params_section_and_stages():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name in registry.names():
+        assert name in raw
+        for fam in registry.load(name).families:
+            assert f"{name}_{fam.kind}" in stages
+    parse_params(raw, studies=registry.names())  # no section without a study

@@ -1,0 +1,128 @@
+"""Adding a study is one folder plus one params section: `make dag` and `dvc repro` find the rest.
+
+The copy keeps the framework and drops the four studies, so the repro takes seconds; the new study
+touches no file of the framework.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import textwrap
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+FILES = {
+    "__init__.py": '''
+        """tiny: fit a line to noisy points, one train unit per slope, one figure of all fits."""
+
+        from pipeline.contract import Family, Study
+        from pipeline.studies.tiny.config import TinyParams
+
+        STUDY = Study(
+            name="tiny",
+            schema=TinyParams,
+            families=(
+                Family("train", entry="pipeline.studies.tiny.train", units=lambda cfg: list(cfg.slopes),
+                       params=("points", "seed", "slopes.{unit}")),
+                Family("render", entry="pipeline.studies.tiny.figures", units=lambda cfg: ["fits"],
+                       params=("slopes",), reads=lambda cfg, unit: [("train", k) for k in cfg.slopes]),
+            ),
+        )
+        ''',
+    "config.py": '''
+        from dataclasses import dataclass
+
+        from pipeline.config import bounded
+
+
+        @dataclass(frozen=True)
+        class TinyParams:
+            points: int = bounded(2, 1000)
+            seed: int
+            slopes: dict[str, float]
+        ''',
+    "train.py": '''
+        import numpy as np
+
+        from pipeline.contract import Context, Output, Run
+
+
+        def train(ctx: Context, unit: str) -> Output:
+            rng = np.random.default_rng(ctx.cfg.seed)
+            x = np.linspace(0.0, 1.0, ctx.cfg.points)
+            y = ctx.cfg.slopes[unit] * x + 0.01 * rng.normal(size=x.size)
+            slope, icpt = np.polyfit(x, y, 1)
+            return Output(json={"fit.json": {"slope": float(slope), "intercept": float(icpt)}},
+                          arrays={"points.npz": {"x": x, "y": y}},
+                          runs=[Run(unit, {"true_slope": ctx.cfg.slopes[unit]}, metrics={"slope": float(slope)})],
+                          run_metrics={"slope": float(slope)})
+        ''',
+    "figures.py": '''
+        from pipeline.contract import Context, Figure, Output
+        from pipeline.plotting import plt
+
+
+        def render(ctx: Context, unit: str) -> Output:
+            fig, ax = plt.subplots()
+            for key in ctx.cfg.slopes:
+                pts = ctx.read("train", key, "points.npz")
+                ax.plot(pts["x"], pts["y"], label=f"{key}: {ctx.read('train', key, 'fit.json')['slope']:.2f}")
+            ax.legend()
+            return Output(figures=[Figure("fits", "noisy lines and fitted slopes", "none", mpl=fig,
+                                          sources=[("train", k) for k in ctx.cfg.slopes])])
+        ''',
+}
+
+
+@pytest.mark.pipeline
+def test_a_new_study_needs_only_its_folder_and_params_section(repo_copy, mlflow_uri):
+    root = repo_copy.path
+    raw = yaml.safe_load((root / "params.yaml").read_text())
+    for folder in (root / "pipeline/studies").iterdir():
+        if folder.is_dir():
+            raw.pop(folder.name, None)
+            raw = {k: v for k, v in raw.items() if not k.startswith(folder.name + "_")}
+            shutil.rmtree(folder)
+    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    repo_copy.run("make", "-s", "dag", f"PY={sys.executable}")
+    repo_copy.run("git", "add", "-A")
+    repo_copy.run("git", "commit", "-q", "-m", "the framework without studies")
+
+    study = root / "pipeline/studies/tiny"
+    study.mkdir()
+    for name, text in FILES.items():
+        (study / name).write_text(textwrap.dedent(text).lstrip())
+    with open(root / "params.yaml", "a") as fh:
+        fh.write("tiny:\n  points: 50\n  seed: 0\n  slopes: {flat: 0.0, steep: 3.0}\n"
+                 "  profiles:\n    paper: {points: 500}\n")
+    out = repo_copy.run("make", "-s", "dag", f"PY={sys.executable}")
+    assert "stages for profile 'smoke'" in out.stdout
+    changed = repo_copy.run("git", "status", "--porcelain").stdout.split("\n")
+    assert sorted(line[3:] for line in changed if line) == ["dvc.yaml", "params.yaml", "pipeline/studies/tiny/"]
+
+    stages = repo_copy.dvc("stage", "list", "--name-only").stdout.split()
+    assert stages == ["tiny_train@flat", "tiny_train@steep", "tiny_render@fits", "report"]
+    repo_copy.dvc("repro")
+
+    fits = {k: json.loads((root / f"artifacts/tiny/train/{k}/fit.json").read_text())["slope"] for k in ("flat", "steep")}
+    assert fits["flat"] == pytest.approx(0.0, abs=0.05) and fits["steep"] == pytest.approx(3.0, abs=0.05)
+    manifest = json.loads((root / "reports/manifest.json").read_text())
+    (entry,) = manifest["figures"]
+    assert entry["id"] == "tiny/fits" and entry["render_stage"] == "tiny_render@fits"
+    assert sorted(entry["files"]) == ["reports/figures/tiny/fits/fits.pdf", "reports/figures/tiny/fits/fits.png"]
+    assert [s["stage"] for s in entry["sources"]] == ["tiny_train@flat", "tiny_train@steep"]
+
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    exp = client.get_experiment_by_name("tiny")
+    runs = client.search_runs([exp.experiment_id], filter_string="tags.`dvc.stage` = 'tiny_train@steep'")
+    names = sorted(r.info.run_name for r in runs)
+    assert names == ["steep", "tiny_train@steep"], names  # the stage's run and its child
+    parent = next(r for r in runs if r.info.run_name == "tiny_train@steep")
+    assert parent.data.params["profile"] == "smoke" and parent.data.params["points"] == "50"
+    assert not any(k.startswith("profiles") for k in parent.data.params), "only resolved values are logged"
+    assert parent.data.metrics["slope"] == pytest.approx(fits["steep"])
+    assert entry["mlflow_run_id"] in {r.info.run_id for r in client.search_runs([exp.experiment_id])}

@@ -1,4 +1,4 @@
-"""Validation of the superposition params section."""
+"""The superposition section: every profile resolves through the schema; bad values name key and value."""
 
 from __future__ import annotations
 
@@ -7,54 +7,92 @@ import copy
 import pytest
 import yaml
 
-from pipeline.config import ConfigError, parse_params
-from pipeline.studies.superposition.steps import units
+from pipeline.config import PROFILES, ConfigError, load_section
+from pipeline.studies.superposition import STUDY
+from pipeline.studies.superposition.config import Superposition
 from tests.conftest import ROOT
 
 RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
 
 
-def parsed(mutate=None):
+def resolved(profile: str, mutate=None) -> Superposition:
     raw = copy.deepcopy(RAW)
     if mutate:
         mutate(raw["superposition"])
-    return parse_params(raw).study("superposition")
+    return load_section(Superposition, raw, "superposition", profile)
 
 
-def test_repository_params_are_valid() -> None:
-    cfg = parsed()
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_resolves(profile: str) -> None:
+    cfg = resolved(profile)
     assert cfg.lr_schedule == "constant" and cfg.device == "cpu" and cfg.lr == 5.0
     assert (cfg.f, cfg.n) == (50, 2)
-    paper = cfg.active("paper").train
-    assert paper.epochs == 50000 and paper.snapshot_every == 50 and 42 in paper.seeds
-    assert units(cfg, "train") == ["untied", "tied"]
-    assert units(cfg, "render") == ["untied", "tied", "summary"]
-    assert units(cfg, "extract") == []
+    assert 42 in cfg.train.seeds and 42 in cfg.render.figure_seeds
+    assert cfg.plateau.window == 1000 and cfg.plateau.drop_window == 3000
+    for kind in ("train", "extract", "render"):
+        units = STUDY.family(kind).units(cfg)
+        assert units == (["untied", "tied"] if kind == "train" else ["untied", "tied", "summary"])
 
 
-@pytest.mark.parametrize(("mutate", "needle"), [
-    (lambda s: s.update(lr_schedule="literal"), "superposition.lr_schedule = 'literal'"),
-    (lambda s: s.update(lr=0), "superposition.lr = 0"),
-    (lambda s: s.update(device="tpu"), "superposition.device"),
-    (lambda s: s.update(bogus=1), "superposition.bogus is not a known key"),
-    (lambda s: s.pop("plateau"), "superposition.plateau is missing"),
-    (lambda s: s["plateau"].update(tol=0.0), "superposition.plateau.tol = 0.0"),
-    (lambda s: s["plateau"].update(window=1), "superposition.plateau.window = 1"),
-    (lambda s: s["plateau"].update(min_drop=1.5), "superposition.plateau.min_drop"),
-    (lambda s: s["variants"]["untied"].update(tied="no"), "superposition.variants.untied.tied"),
-    (lambda s: s["variants"].update(wide={"tied": False}), "superposition.render_units"),
-    (lambda s: s["profiles"]["smoke"]["train"].update(seeds=[1, 1]), "profiles.smoke.train.seeds"),
-    (lambda s: s["profiles"]["smoke"]["train"].update(seeds=[]), "profiles.smoke.train.seeds"),
-    (lambda s: s["profiles"]["smoke"]["train"].update(snapshot_every=300),
-     "profiles.smoke.train.snapshot_every = 300"),
-    (lambda s: s["profiles"]["paper"]["render"].update(figure_seeds=[99]), "render.figure_seeds = 99"),
-    (lambda s: s["profiles"]["smoke"]["render"].update(panel_epochs=[0, 210]), "render.panel_epochs = 210"),
-    (lambda s: s["profiles"]["smoke"]["render"].update(html_frames=500), "render.html_frames = 500"),
-    (lambda s: s["profiles"]["smoke"]["render"].update(zoom_epochs=[500, 100]), "render.zoom_epochs"),
-    (lambda s: s["profiles"].pop("gpu_medium"), "superposition.profiles.gpu_medium is missing"),
+def test_profile_values() -> None:
+    smoke, medium, paper = (resolved(p) for p in ("smoke", "gpu_medium", "paper"))
+    assert (smoke.train.epochs, smoke.train.snapshot_every, smoke.train.seeds) == (2000, 20, [0, 1, 2, 3, 42])
+    assert (smoke.render.html_frames, smoke.render.zoom_epochs, smoke.render.figure_seeds) == (51, [200, 2000], [42])
+    assert (medium.train.epochs, medium.train.snapshot_every, len(medium.train.seeds)) == (20000, 50, 9)
+    assert medium.render.panel_epochs == [0, 1000, 5000, 8500, 12000, 20000]
+    assert (medium.render.figure_seeds, medium.render.html_frames) == ([42, 3], 101)
+    assert (paper.train.epochs, paper.train.snapshot_every, paper.train.seeds) == (50000, 50, [*range(32), 42])
+    assert paper.render.panel_epochs == [0, 1000, 5000, 8500, 20000, 50000]
+    assert paper.render.zoom_epochs == medium.render.zoom_epochs == [2000, 20000]
+
+
+def test_declared_params_exist_and_track_the_profile() -> None:
+    cfg = resolved("smoke")
+    for fam in STUDY.families:
+        for unit in fam.units(cfg):
+            for key in fam.keys(cfg, unit):
+                node = cfg
+                for part in key.split("."):
+                    node = node[part] if isinstance(node, dict) else getattr(node, part)
+    keys = STUDY.family("render").keys(cfg, "summary")
+    assert keys == ["render.zoom_epochs"]  # the detector is extract@summary's: re-tuning it redraws no weights
+    assert "plateau" in STUDY.family("extract").keys(cfg, "summary")
+    assert STUDY.family("extract").reads(cfg, "summary") == [("train", "untied"), ("train", "tied")]
+    assert ("extract", "summary") in STUDY.family("render").reads(cfg, "summary")
+
+
+def test_an_added_variant_is_a_unit_everywhere() -> None:
+    cfg = resolved("smoke", lambda s: s["variants"].update(wide={"tied": False}))
+    assert STUDY.family("render").units(cfg) == ["untied", "tied", "wide", "summary"]
+
+
+@pytest.mark.parametrize(("profile", "mutate", "needle"), [
+    ("smoke", lambda s: s.update(lr_schedule="literal"), "superposition.lr_schedule = 'literal'"),
+    ("smoke", lambda s: s.update(lr=0), "superposition.lr = 0"),
+    ("smoke", lambda s: s.update(device="tpu"), "superposition.device"),
+    ("smoke", lambda s: s.update(bogus=1), "superposition.bogus is not a known key"),
+    ("smoke", lambda s: s.pop("plateau"), "superposition.plateau is missing"),
+    ("smoke", lambda s: s["plateau"].update(tol=0.0), "superposition.plateau.tol = 0.0"),
+    ("smoke", lambda s: s["plateau"].update(window=1), "superposition.plateau.window = 1"),
+    ("smoke", lambda s: s["plateau"].update(min_drop=1.5), "superposition.plateau.min_drop"),
+    ("smoke", lambda s: s["variants"]["untied"].update(tied="no"), "superposition.variants.untied.tied"),
+    ("smoke", lambda s: s["variants"].update(summary={"tied": False}), "superposition.variants = 'summary'"),
+    ("smoke", lambda s: s["profiles"]["smoke"]["train"].update(seeds=[1, 1]), "superposition.train.seeds"),
+    ("smoke", lambda s: s["profiles"]["smoke"]["train"].update(seeds=[]), "superposition.train.seeds"),
+    ("smoke", lambda s: s["profiles"]["smoke"]["train"].update(snapshot_every=300),
+     "superposition.train.snapshot_every = 300"),
+    ("paper", lambda s: s["render"].update(figure_seeds=[99]), "superposition.render.figure_seeds = 99"),
+    ("gpu_medium", lambda s: s["profiles"]["gpu_medium"]["train"].update(epochs=1000),
+     "superposition.render.panel_epochs = 5000"),  # an override checked against the base's panels
+    ("smoke", lambda s: s["profiles"]["smoke"]["render"].update(panel_epochs=[0, 210]),
+     "render.panel_epochs = 210"),
+    ("smoke", lambda s: s["profiles"]["smoke"]["render"].update(html_frames=500), "render.html_frames = 500"),
+    ("smoke", lambda s: s["profiles"]["smoke"]["render"].update(zoom_epochs=[500, 100]), "render.zoom_epochs"),
+    ("smoke", lambda s: s["profiles"].update(papr={}), "superposition.profiles = 'papr'"),
 ])
-def test_bad_params_name_key_and_value(mutate, needle: str) -> None:
+def test_bad_params_name_key_and_value(profile: str, mutate, needle: str) -> None:
+    resolved(profile)  # the committed section is valid for this profile
     with pytest.raises(ConfigError) as err:
-        parsed(mutate)
-    assert needle in str(err.value)
+        resolved(profile, mutate)
+    assert needle in str(err.value), str(err.value)
     assert "allowed" in str(err.value) or "missing" in str(err.value)

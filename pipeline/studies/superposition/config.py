@@ -1,11 +1,13 @@
-"""Params schema of the ``superposition`` section (seed 002: untied toy model of superposition)."""
+"""Schema of the ``superposition`` section of ``params.yaml`` (seed 002), resolved for the active profile."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config import bounded, check, profiles_of
+from pipeline.config import bounded, check
+
+SUMMARY = "summary"  # the extract/render unit over all variants (loss curves, plateaus)
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,9 @@ class Plateau:
 
 
 @dataclass(frozen=True)
-class TrainProfile:
+class TrainSettings:
+    """What the train stages read (changing it retrains)."""
+
     epochs: int = bounded(1, None)
     snapshot_every: int = bounded(1, None)  # weights stored every this many epochs (and at epoch 0)
     seeds: list[int] = bounded(0, None)  # trained together, batched along a leading seed axis
@@ -38,32 +42,13 @@ class TrainProfile:
 
 
 @dataclass(frozen=True)
-class RenderProfile:
+class RenderSettings:
+    """What only the render stages read."""
+
     figure_seeds: list[int] = bounded(0, None)  # seeds whose geometry / heat-map figures are drawn
     panel_epochs: list[int] = bounded(0, None)  # epochs of the static small multiples
     html_frames: int = bounded(2, 200)  # slider frames of the interactive HTML (subsampled snapshots)
     zoom_epochs: list[int] = bounded(0, None)  # [from, to] of the loss curve's zoomed panel
-
-
-@dataclass(frozen=True)
-class Profile:
-    train: TrainProfile  # what the train stages read (changing it retrains)
-    render: RenderProfile  # what only the render stages read
-
-    def check(self, path: str) -> None:
-        t, r = self.train, self.render
-        for s in r.figure_seeds:
-            check(s in t.seeds, f"{path}.render.figure_seeds", s, f"seeds of this profile {t.seeds}")
-        check(len(r.panel_epochs) > 0, f"{path}.render.panel_epochs", r.panel_epochs, "a non-empty list")
-        for e in r.panel_epochs:
-            check(e <= t.epochs and e % t.snapshot_every == 0, f"{path}.render.panel_epochs", e,
-                  f"multiples of snapshot_every ({t.snapshot_every}) up to epochs ({t.epochs})")
-        z = r.zoom_epochs
-        check(len(z) == 2 and z[0] < z[1] <= t.epochs, f"{path}.render.zoom_epochs", z,
-              f"[from, to] with from < to <= epochs ({t.epochs})")
-
-
-Profiles = profiles_of(Profile)
 
 
 @dataclass(frozen=True)
@@ -77,20 +62,26 @@ class Superposition:
     device: Literal["cpu", "cuda", "auto"]  # auto: the pipeline's device (CUDA if present)
     dtype: Literal["float32", "float64"]
     threads: int = bounded(1, 64)  # torch CPU threads
-    variants: dict[str, Variant]  # the train/render foreach keys
-    render_units: dict[str, str]  # render foreach keys -> metrics file name (for dvc.yaml), see check
+    variants: dict[str, Variant]  # the train units; extract/render units are these plus "summary"
     plateau: Plateau
-    profiles: Profiles
+    train: TrainSettings
+    render: RenderSettings
 
     def check(self, path: str) -> None:
         check(len(self.variants) > 0, f"{path}.variants", self.variants, "at least one variant")
-        check("summary" not in self.variants, f"{path}.variants", "summary", "any name but 'summary'")
-        want = {**{v: f"superposition_{v}.json" for v in self.variants}, "summary": "superposition.json"}
-        check(self.render_units == want, f"{path}.render_units", self.render_units,
-              f"each variant plus summary with its metrics file name: {want}")
+        check(SUMMARY not in self.variants, f"{path}.variants", SUMMARY, f"any name but {SUMMARY!r}")
+        t, r = self.train, self.render
+        for s in r.figure_seeds:
+            check(s in t.seeds, f"{path}.render.figure_seeds", s, f"seeds of train.seeds {t.seeds}")
+        check(len(r.panel_epochs) > 0, f"{path}.render.panel_epochs", r.panel_epochs, "a non-empty list")
+        for e in r.panel_epochs:
+            check(e <= t.epochs and e % t.snapshot_every == 0, f"{path}.render.panel_epochs", e,
+                  f"multiples of train.snapshot_every ({t.snapshot_every}) up to train.epochs ({t.epochs})")
+        z = r.zoom_epochs
+        check(len(z) == 2 and z[0] < z[1] <= t.epochs, f"{path}.render.zoom_epochs", z,
+              f"[from, to] with from < to <= train.epochs ({t.epochs})")
 
-    def active(self, profile: str) -> Profile:
-        return getattr(self.profiles, profile)
+    def units(self) -> list[str]:
+        """The extract and render units: every variant, then the summary over all of them."""
+        return [*self.variants, SUMMARY]
 
-
-SCHEMA = Superposition

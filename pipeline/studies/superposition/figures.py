@@ -1,17 +1,19 @@
-"""Figures of the superposition study: matplotlib small multiples and one plotly slider HTML.
+"""render@<unit>: the figures of the superposition study, from the train and extract outputs.
 
-Axis and colour ranges are fixed across panels and frames, as in the seed: geometry axes span
-±1.1·max|w| over all snapshots of that weight; heat maps use the global min/max over all snapshots.
+Matplotlib small multiples and loss curves, one plotly slider per figure seed. Axis and colour
+ranges are fixed across panels and frames, as in the seed: geometry axes span ±1.1·max|w| over all
+snapshots of that weight; heat maps use the global min/max over all snapshots.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from pipeline.plotting import save_mpl, save_plotly_html
+from pipeline.contract import Context, Figure, Output
+from pipeline.plotting import plt
+from pipeline.studies.superposition.config import SUMMARY, Superposition
 
 HIGHLIGHT = 42  # the seed notebook's seed
 
@@ -28,7 +30,8 @@ def _snap(ep: np.ndarray, epoch: int) -> int:
 
 
 def loss_curves(curves: dict[str, tuple[list[int], np.ndarray]], detected: dict[str, dict[str, dict]],
-                zoom: list[int], base: Path) -> list[Path]:
+                zoom: list[int]) -> plt.Figure:
+    """Log-log loss of every seed per variant, detected plateaus thick and coloured; bottom row a zoom."""
     variants = list(curves)
     fig, axes = plt.subplots(2, len(variants), figsize=(6.2 * len(variants), 8.5), squeeze=False)
     cmap = plt.get_cmap("tab10")
@@ -70,11 +73,11 @@ def loss_curves(curves: dict[str, tuple[list[int], np.ndarray]], detected: dict[
         if any(ax.get_legend_handles_labels()[0] for ax in axes[:1, j]):
             axes[0, j].legend(fontsize=7, ncol=2, loc="upper right")
     fig.tight_layout()
-    return save_mpl(fig, base)
+    return fig
 
 
-def geometry_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epochs: list[int], label: str,
-                    base: Path) -> list[Path]:
+def geometry_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epochs: list[int],
+                    label: str) -> plt.Figure:
     """Rows: W_E columns (feature i = W_E[:, i]) and W_U rows (W_U[i, :]); columns: epochs."""
     pts = {"W_E (embedding)": np.transpose(w_e, (0, 2, 1)), "W_U (unembedding)": w_u}  # [K, f, n]
     cols = len(panel_epochs)
@@ -97,11 +100,12 @@ def geometry_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epoc
             ax.set_title(f"{name.split()[0]}, epoch {e}", fontsize=8)
     fig.suptitle(f"{label}: features in the hidden space (x = hidden 0, y = hidden 1)", fontsize=10)
     fig.tight_layout()
-    return save_mpl(fig, base)
+    return fig
 
 
-def heatmap_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epochs: list[int], label: str,
-                   base: Path) -> list[Path]:
+def heatmap_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epochs: list[int],
+                   label: str) -> plt.Figure:
+    """Rows: W_U·W_E and ReLU(W_U·W_E); columns: epochs."""
     m = np.matmul(w_u, w_e)  # [K, f, f]
     mats = {"W_U·W_E": m, "ReLU(W_U·W_E)": np.maximum(m, 0)}
     cols = len(panel_epochs)
@@ -116,11 +120,10 @@ def heatmap_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epoch
             ax.grid(False)
         fig.colorbar(im, ax=list(axes[r]), shrink=0.85, pad=0.01)
     fig.suptitle(f"{label}: row = output feature, column = input feature", fontsize=10)
-    return save_mpl(fig, base)
+    return fig
 
 
-def slider_html(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, frames: int, label: str,
-                path: Path) -> Path:
+def slider_html(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, frames: int, label: str) -> Any:
     """Four panels (W_E and W_U feature points, W_U·W_E and ReLU of it) driven by one epoch slider."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -159,4 +162,52 @@ def slider_html(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, frames: int, l
     fig.update_yaxes(range=[-lim_u, lim_u], title_text="hidden 1", row=1, col=2)
     for col in (1, 2):
         fig.update_yaxes(autorange="reversed", row=2, col=col)  # row 0 at the top, as the seed
-    return save_plotly_html(fig, path)
+    return fig
+
+
+def render_summary(ctx: Context) -> Output:
+    """The loss curves of every variant with the plateaus extract@summary detected."""
+    cfg: Superposition = ctx.cfg
+    detected = ctx.read("extract", SUMMARY, "plateaus.json")["variants"]
+    curves = {}
+    for v in cfg.variants:
+        h = ctx.read("train", v, "history.npz")
+        curves[v] = ([int(s) for s in h["seeds"]], h["losses"])
+    fig = Figure("loss_curves", mpl=loss_curves(curves, {v: detected[v]["seeds"] for v in curves},
+                                                 cfg.render.zoom_epochs),
+                 caption="Loss per epoch (log-log, MSE mean) for every seed of each variant, with the detected "
+                         "plateaus (thick, coloured) and the epoch the loss drops (dot); bottom: zoom.",
+                 seed_figure="loss plot of train() (every 10,000 epochs)",
+                 sources=[("train", v) for v in cfg.variants] + [("extract", SUMMARY)])
+    return Output(figures=[fig])
+
+
+def render(ctx: Context, unit: str) -> Output:
+    if unit == SUMMARY:
+        return render_summary(ctx)
+    cfg: Superposition = ctx.cfg
+    rp = cfg.render
+    h = ctx.read("train", unit, "history.npz")
+    seeds = [int(s) for s in h["seeds"]]
+    tied = cfg.variants[unit].tied
+    src = [("train", unit)]
+    figs = []
+    for seed in rp.figure_seeds:
+        i = seeds.index(seed)
+        w_e, w_u, ep = h["w_e"][:, i], h["w_u"][:, i], h["snap_epochs"]
+        tag = f"{unit}_seed{seed}"
+        label = f"{unit} model, seed {seed}"
+        figs.append(Figure(f"{tag}_geometry", mpl=geometry_panels(w_e, w_u, ep, rp.panel_epochs, label),
+                           caption=f"{label}: the 50 features in the 2-D hidden space (top: W_E columns, bottom: "
+                                   "W_U rows) at chosen epochs; axes fixed over training." +
+                                   (" Tied: W_U = W_Eᵀ, so both rows agree." if tied else ""),
+                           seed_figure="plot_weights_interactive (static frames)", sources=src))
+        figs.append(Figure(f"{tag}_heatmaps", mpl=heatmap_panels(w_e, w_u, ep, rp.panel_epochs, label),
+                           caption=f"{label}: W_U·W_E (top) and ReLU(W_U·W_E) (bottom) at chosen epochs; magma, "
+                                   "colour range fixed over all snapshots.",
+                           seed_figure="visualize_matrices_with_slider (static frames)", sources=src))
+        figs.append(Figure(f"{tag}_slider", plotly=slider_html(w_e, w_u, ep, rp.html_frames, label),
+                           caption=f"{label}: interactive, epoch slider over {rp.html_frames} of the {len(ep)} "
+                                   "snapshots: feature directions of W_E and W_U, W_U·W_E and its ReLU.",
+                           seed_figure="plot_weights_interactive + visualize_matrices_with_slider", sources=src))
+    return Output(figures=figs)

@@ -1,0 +1,201 @@
+"""train -> extract -> render of the superposition study on a tiny config, through their Context only."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from pipeline.config import load_section
+from pipeline.contract import Context, Output
+from pipeline.plotting import plt
+from pipeline.studies.superposition.config import Plateau, Superposition, TrainSettings
+from pipeline.studies.superposition.extract import detect_all, extract, variant_losses
+from pipeline.studies.superposition.figures import (
+    frame_indices,
+    geometry_panels,
+    heatmap_panels,
+    loss_curves,
+    render,
+    slider_html,
+)
+from pipeline.studies.superposition.train import train
+from tests.conftest import ROOT
+from tests.superposition.test_plateau import KW, step_curve
+
+EPOCHS = 400
+PLATEAU = Plateau(**KW)
+
+
+@pytest.fixture(scope="module")
+def cfg() -> Superposition:
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    smoke = load_section(Superposition, raw, "superposition", "smoke")
+    return dataclasses.replace(smoke, train=TrainSettings(epochs=EPOCHS, snapshot_every=20, seeds=[3, 42]),
+                               render=dataclasses.replace(smoke.render, panel_epochs=[0, 200, 400],
+                                                          zoom_epochs=[100, 400], html_frames=6))
+
+
+def context(cfg: Superposition, kind: str, unit: str, store: dict) -> Context:
+    def read(k: str, u: str, name: str):
+        obj = store[(k, u)][name]
+        return json.loads(json.dumps(obj)) if name.endswith(".json") else obj  # as written and read back
+
+    return Context(study="superposition", kind=kind, unit=unit, profile="smoke", cfg=cfg, device="cpu",
+                   stage=f"superposition_{kind}@{unit}", provenance={}, reader=read, own=lambda _n: None,
+                   log=lambda _m: None)
+
+
+def run(cfg: Superposition, kind: str, unit: str, store: dict) -> Output:
+    fn = {"train": train, "extract": extract, "render": render}[kind]
+    out = fn(context(cfg, kind, unit, store), unit)
+    store[(kind, unit)] = {**out.json, **out.arrays}
+    return out
+
+
+@pytest.fixture(scope="module")
+def units(cfg: Superposition) -> dict:
+    old = torch.get_num_threads()
+    store: dict = {}
+    outs = {(k, u): run(cfg, k, u, store) for k, u in [("train", "untied"), ("train", "tied"),
+                                                         ("extract", "untied"), ("extract", "tied"),
+                                                         ("extract", "summary")]}
+    torch.set_num_threads(old)
+    return {"store": store, "outs": outs}
+
+
+def test_train_returns_history_summary_and_one_run_per_seed(units: dict) -> None:
+    out = units["outs"][("train", "untied")]
+    h = out.arrays["history.npz"]
+    assert h["losses"].shape == (EPOCHS, 2) and h["seeds"].tolist() == [3, 42]
+    assert h["w_e"].shape == (EPOCHS // 20 + 1, 2, 2, 50) and h["snap_epochs"][-1] == EPOCHS
+    assert abs(float(h["losses"][0, 1]) - 0.0204067) <= 1e-7  # the seed's epoch-1 loss of seed 42
+    s = out.json["summary.json"]
+    assert s["final_loss"]["42"] == float(h["losses"][-1, 1]) and s["tied"] is False
+    assert [r.name for r in out.runs] == ["untied-seed3", "untied-seed42"]
+    run = out.runs[1]
+    steps, values = run.series["loss"]
+    assert steps[0] == 1 and steps[-1] == EPOCHS and len(steps) == EPOCHS // 20 + 1
+    assert values[0] == pytest.approx(0.0204067, abs=1e-7) and run.failed is None
+    assert run.params["seed"] == 42 and run.params["tied"] is False and run.metrics["final_loss"] < 0.0204
+    assert "train_seconds" in out.run_metrics
+    tied = units["outs"][("train", "tied")].arrays["history.npz"]
+    np.testing.assert_array_equal(tied["w_u"], np.transpose(tied["w_e"], (0, 1, 3, 2)))
+
+
+def test_extract_variant_metrics(units: dict) -> None:
+    out = units["outs"][("extract", "untied")]
+    m = out.metrics
+    losses = units["store"][("train", "untied")]["history.npz"]["losses"]
+    assert m == out.json["losses.json"]
+    assert m["variant"] == "untied" and m["tied"] is False and m["epochs"] == EPOCHS
+    assert m["loss_epoch1"]["42"] == float(losses[0, 1]) and m["final_loss"]["3"] == float(losses[-1, 0])
+    assert m["final_loss_min"] == float(losses[-1].min()) <= m["final_loss_median"]
+    assert units["outs"][("extract", "tied")].metrics["tied"] is True
+
+
+def test_extract_summary_metrics(units: dict, cfg: Superposition) -> None:
+    out = units["outs"][("extract", "summary")]
+    m = out.metrics
+    assert m == out.json["plateaus.json"]
+    assert (m["profile"], m["epochs"], m["lr_schedule"]) == ("smoke", EPOCHS, "constant")
+    assert m["detector"] == dataclasses.asdict(cfg.plateau)
+    for v in ("untied", "tied"):
+        r = m["variants"][v]
+        assert set(r["seeds"]) == {"3", "42"} and r["plateau_seeds"] == []  # 400 epochs < the 1000-epoch window
+        assert r["train_seconds"] == units["store"][("train", v)]["summary.json"]["train_seconds"]
+        assert out.run_metrics[f"{v}_plateau_seeds"] == 0
+
+
+def test_detect_all_flattens_the_first_plateau() -> None:
+    losses = np.stack([step_curve(), 0.018 + 0.002 * np.exp(-np.arange(20000) / 2000)], axis=1)
+    got = detect_all(PLATEAU, losses, [7, 8])
+    assert got["7"]["plateau"] is True and len(got["7"]["plateaus"]) == 1
+    first = got["7"]["plateaus"][0]
+    assert got["7"]["plateau_start_epoch"] == first["start_epoch"] and got["7"]["plateau_loss"] == first["loss"]
+    assert got["7"]["plateau_drop_epoch"] == first["drop_epoch"] > got["7"]["plateau_end_epoch"]
+    assert got["8"] == {"final_loss": float(losses[-1, 1]), "plateau": False, "plateau_loss": None,
+                        "plateau_start_epoch": None, "plateau_end_epoch": None, "plateau_drop_epoch": None,
+                        "plateaus": []}
+
+
+def test_variant_losses_tiny() -> None:
+    losses = np.array([[0.3, 0.2, 0.1], [0.25, 0.15, 0.05]])
+    m = variant_losses("x", True, [5, 6, 7], losses)
+    assert m["epochs"] == 2 and m["final_loss"] == {"5": 0.25, "6": 0.15, "7": 0.05}
+    assert m["loss_epoch1"]["6"] == 0.2 and m["final_loss_min"] == 0.05 and m["final_loss_median"] == 0.15
+
+
+def test_frame_indices() -> None:
+    assert frame_indices(5, 10).tolist() == [0, 1, 2, 3, 4]
+    idx = frame_indices(1001, 101)
+    assert len(idx) == 101 and idx[0] == 0 and idx[-1] == 1000
+
+
+def test_render_variant_figures(units: dict, cfg: Superposition) -> None:
+    out = run(cfg, "render", "untied", units["store"])
+    ids = [f.id for f in out.figures]
+    assert ids == ["untied_seed42_geometry", "untied_seed42_heatmaps", "untied_seed42_slider"]
+    geo, heat, slider = out.figures
+    assert all(f.sources == [("train", "untied")] for f in out.figures)
+    assert geo.mpl is not None and heat.mpl is not None and slider.plotly is not None and slider.mpl is None
+    assert len(geo.mpl.axes) == 2 * 3
+    for ax in geo.mpl.axes:
+        pts = ax.collections[0].get_offsets()
+        assert pts.shape == (50, 2) and np.isfinite(pts).all()
+    assert geo.mpl.axes[2].get_title() == "W_E, epoch 400" and geo.mpl.axes[3].get_title() == "W_U, epoch 0"
+    images = [im for ax in heat.mpl.axes for im in ax.images]
+    assert len(images) == 2 * 3 and all(np.isfinite(im.get_array()).all() for im in images)
+    assert heat.mpl.axes[0].get_title() == "W_U·W_E, epoch 0" and "seed 42" in heat.mpl._suptitle.get_text()
+    frames = len(frame_indices(EPOCHS // 20 + 1, cfg.render.html_frames))
+    assert len(slider.plotly.data) == 4 * frames and len(slider.plotly.layout.sliders[0].steps) == frames
+    assert "over 6 of the 21 snapshots" in slider.caption and "(6 of 21 snapshots)" in slider.plotly.layout.title.text
+    tied = run(cfg, "render", "tied", units["store"]).figures
+    assert "both rows agree" in tied[0].caption and [f.id for f in tied][0] == "tied_seed42_geometry"
+    plt.close("all")
+
+
+def test_render_summary_loss_curves(units: dict, cfg: Superposition) -> None:
+    (fig,) = run(cfg, "render", "summary", units["store"]).figures
+    assert fig.id == "loss_curves" and fig.plotly is None
+    assert fig.sources == [("train", "untied"), ("train", "tied"), ("extract", "summary")]
+    axes = fig.mpl.axes
+    assert len(axes) == 4  # 2 rows (full, zoom) x 2 variants
+    for ax in axes:
+        assert len(ax.lines) == 2  # one curve per seed, no plateau overlays
+        for line in ax.lines:
+            y = line.get_ydata()
+            assert len(y) == EPOCHS and np.isfinite(y).all()
+    assert axes[0].get_title() == "untied: 2 seeds, 0 with a plateau" and axes[0].get_xscale() == "log"
+    assert axes[2].get_title() == "zoom: epochs 100–400" and axes[2].get_xlim() == (100, 400)
+    plt.close("all")
+
+
+def test_loss_curves_draw_plateaus() -> None:
+    losses = np.stack([step_curve(), 0.018 + 0.002 * np.exp(-np.arange(20000) / 2000)], axis=1)
+    detected = detect_all(PLATEAU, losses, [3, 42])
+    fig = loss_curves({"untied": ([3, 42], losses)}, {"untied": detected}, [2000, 20000])
+    top = fig.axes[0]
+    assert len(top.lines) == 2 + 2  # two curves, the plateau overlay and its drop dot
+    assert top.get_title() == "untied: 2 seeds, 1 with a plateau"
+    assert [t.get_text() for t in top.get_legend().get_texts()] == ["seed 3", "seed 42"]
+    plt.close(fig)
+
+
+def test_panels_and_slider_on_random_weights() -> None:
+    rng = np.random.default_rng(0)
+    w_e, w_u = rng.normal(size=(3, 2, 50)), rng.normal(size=(3, 50, 2))
+    ep = np.array([0, 10, 20])
+    geo = geometry_panels(w_e, w_u, ep, [0, 20], "t")
+    assert len(geo.axes) == 4 and geo.axes[0].get_xlim()[1] == pytest.approx(1.1 * np.abs(w_e).max())
+    heat = heatmap_panels(w_e, w_u, ep, [10], "t")
+    assert len([im for ax in heat.axes for im in ax.images]) == 2
+    m = np.matmul(w_u, w_e)
+    assert heat.axes[0].images[0].get_clim() == (m.min(), m.max())
+    fig = slider_html(w_e, w_u, ep, 2, "t")
+    assert len(fig.data) == 4 * 2 and [s.label for s in fig.layout.sliders[0].steps] == ["0", "20"]
+    plt.close("all")

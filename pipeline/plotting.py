@@ -63,5 +63,6 @@ def save_plotly_html(fig: Any, path: str | Path) -> Path:
     """Self-contained interactive HTML (plotly.js embedded, works offline)."""
     path = Path(path)
     with atomic_path(path) as tmp:
-        fig.write_html(tmp, include_plotlyjs=True, full_html=True, auto_play=False)
+        # a fixed div id (plotly draws a random one) keeps the file byte-stable across rebuilds
+        fig.write_html(tmp, include_plotlyjs=True, full_html=True, auto_play=False, div_id=path.stem)
     return path

@@ -1,8 +1,5 @@
-"""Params schema of ``mupc.analysis`` (spec §2–4, §6 F1–F6 and F26–F27, §7).
-
-Stage keys are profile-independent (``train_units``, ``render_units``); every grid comes from the active
-profile under ``profiles.{smoke,gpu_medium,paper}``.
-"""
+"""Schema of the ``mupc_analysis`` section of ``params.yaml`` (spec §2–4, §6 F1–F6 and F26–F27, §7),
+resolved for the active profile (base values with ``profiles.<profile>`` merged on top)."""
 
 from __future__ import annotations
 
@@ -36,7 +33,7 @@ class HessFamily:
 
 
 @dataclass(frozen=True)
-class HessianProfile:
+class HessianParams:
     acts: list[Act]
     families: list[HessFamily]
     activity_decays: list[float] = bounded(0.0)
@@ -58,7 +55,7 @@ class HessianProfile:
 
 
 @dataclass(frozen=True)
-class FwdProfile:
+class FwdPassParams:
     acts: list[Act]
     optims: list[Literal["sgd", "adam"]]
     variants: list[Variant]
@@ -89,7 +86,7 @@ class FwdProfile:
 
 
 @dataclass(frozen=True)
-class TheoryGridProfile:
+class TheoryGridParams:
     """Linear nets with skips, Adam on the weights (exact inference), N × H phase diagrams of ℒ/F*."""
 
     param_lrs: dict[str, float]  # param ('sp' | 'mupc') -> Adam learning rate
@@ -117,7 +114,7 @@ class TheoryGridProfile:
 
 
 @dataclass(frozen=True)
-class TheoryWidthProfile:
+class TheoryWidthParams:
     """Width sweep at fixed depth; linear exact, tanh/relu numerical equilibria."""
 
     acts: list[Act]
@@ -143,20 +140,15 @@ class TheoryWidthProfile:
 
 
 @dataclass(frozen=True)
-class AnalysisProfile:
-    hessian: HessianProfile
-    fwd_pass: FwdProfile
-    theory_grid: TheoryGridProfile
-    theory_width: TheoryWidthProfile
-    threads: int = bounded(1, default=1)  # torch CPU threads per stage
-
-
-@dataclass(frozen=True)
-class AnalysisParams:
+class MupcAnalysisParams:
     legacy_noskip_branch_scale: bool  # Q1: reproduce the reference's 1/√(N·L) for mupc/ntp without skips
     train_units: list[TrainUnit]
     render_units: dict[str, str]  # figure family -> train unit it reads (fixed pairs, see RENDER_SOURCES)
-    profiles: dict[str, AnalysisProfile]
+    hessian: HessianParams
+    fwd_pass: FwdPassParams
+    theory_grid: TheoryGridParams
+    theory_width: TheoryWidthParams
+    threads: int = bounded(1, default=1)  # torch CPU threads of a train stage
 
     def check(self, path: str) -> None:
         _unique(self.train_units, f"{path}.train_units")
@@ -165,7 +157,3 @@ class AnalysisParams:
             check(src == RENDER_SOURCES[fam], f"{path}.render_units.{fam}", src, repr(RENDER_SOURCES[fam]))
             check(src in self.train_units, f"{path}.render_units.{fam}", src,
                   f"a unit of train_units {self.train_units}")
-        for prof in ("smoke", "gpu_medium", "paper"):
-            check(prof in self.profiles, f"{path}.profiles", sorted(self.profiles), "smoke, gpu_medium and paper")
-        for prof in self.profiles:
-            check(prof in ("smoke", "gpu_medium", "paper"), f"{path}.profiles", prof, "smoke, gpu_medium, paper")

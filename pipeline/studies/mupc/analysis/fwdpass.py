@@ -22,7 +22,6 @@ VARIANTS = {  # name -> (param, init, skips)
     "depth_mup_skips": ("depth_mup", "standard_gauss", True),
     "orthogonal": ("orthogonal", "orthogonal", False),
 }
-METRICS = ("avg_activity_l1", "avg_activity_l2", "param_l2_norms", "param_spectral_norms")
 
 
 def layer_indices(L: int) -> list[int]:
@@ -42,7 +41,7 @@ def spectral_norm(w: torch.Tensor) -> torch.Tensor:
 
 
 def record(spec: NetSpec, w: Weights, z: torch.Tensor, y_hat: torch.Tensor, idx: list[int]) -> torch.Tensor:
-    """[4 metrics, R, 5 layers] at the current weights/activities."""
+    """[4 metrics (in :data:`.layout.FWD_METRICS` order), R, 5 layers] at the current weights/activities."""
     L = spec.L
     out = torch.empty(4, w.runs, len(idx), dtype=torch.float64)
     for k, ell in enumerate(idx):

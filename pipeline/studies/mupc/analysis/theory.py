@@ -233,7 +233,7 @@ def numerical_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.T
     eps, eps_out, f_prev = errs(z)
     rms = torch.full((z.shape[0],), float("inf"), dtype=z.dtype, device=z.device)
     step = 0
-    for step in range(1, max_steps + 1):  # noqa: B007
+    for step in range(1, max_steps + 1):
         if relu:
             left, right = _relu_one_sided(spec, w, z, eps, eps_out, m)
             g = _relu_residual(z, left, right)

@@ -1,4 +1,4 @@
-"""Analysis part of μPC: exact invariants of spec §8.2 items 1–5 and 7, structured eigen-solvers."""
+"""mupc_analysis: exact invariants of spec §8.2 items 1–5 and 7, structured eigen-solvers (hessian, theory)."""
 
 import itertools
 

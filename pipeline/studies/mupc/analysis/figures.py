@@ -1,32 +1,33 @@
-"""Renderers of the analysis families F1–F6, F26, F27 (matplotlib re-implementation of the seed's plots).
+"""render@<family>: the analysis figures F1–F6, F26, F27 (matplotlib re-implementation of the seed's plots).
 
-Every grid (N, H, L lists, slices, steps) comes from the active profile; each renderer reads exactly
-the cells its params list. Phase diagrams: rows = N (y axis), columns = H (x axis).
+Every grid (N, H, L lists, slices, steps) comes from the resolved section; each renderer reads exactly
+the cells its params list, from the one train unit of its family. Phase diagrams: rows = N (y axis),
+columns = H (x axis).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm
 
-from pipeline.io import read_json, read_npz
-from pipeline.paths import figures_dir
-from pipeline.plotting import save_mpl
-from pipeline.stage import Figure
-from pipeline.studies.mupc.analysis import steps as st
-from pipeline.studies.mupc.analysis.fwdpass import METRICS
+from pipeline.contract import Context, Figure, Output
+from pipeline.plotting import plt
+from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
+from pipeline.studies.mupc.analysis.layout import (
+    FWD_METRICS,
+    cell_dir,
+    fwd_key,
+    hessian_configs,
+    hessian_key,
+    theory_key,
+)
 from pipeline.studies.mupc.runs import fmt_num
 
 LAYER_NAMES = ("ℓ=1", "ℓ=L/4", "ℓ=L/2", "ℓ=3L/4", "ℓ=L")
-
-
-def _out(unit: str):  # noqa: ANN202
-    d = figures_dir("mupc") / unit
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+Reader = Callable[[str], Any]  # a file of the source train unit by name -> JSON object or npz arrays
 
 
 def _group_key(c: dict[str, Any]) -> str:
@@ -34,20 +35,21 @@ def _group_key(c: dict[str, Any]) -> str:
             f"_seed{c['seed']}")
 
 
-def _hessian_groups(prof: Any) -> dict[str, list[dict[str, Any]]]:
+def _hessian_groups(hp: HessianParams) -> dict[str, list[dict[str, Any]]]:
+    """Configs that share a figure: every activation of one (param, init, skips, decay, seed)."""
     groups: dict[str, list[dict[str, Any]]] = {}
-    for c in st.hessian_configs(prof):
+    for c in hessian_configs(hp):
         groups.setdefault(_group_key(c), []).append(c)
     return groups
 
 
-def _cells(src_dir: Any, c: dict[str, Any]) -> dict[tuple[int, int], dict[str, Any]]:
-    cells = read_json(src_dir / st.hessian_key(c) / "summary.json")["cells"]
+def _cells(read: Reader, c: dict[str, Any]) -> dict[tuple[int, int], dict[str, Any]]:
+    cells = read(f"{hessian_key(c)}/summary.json")["cells"]
     return {(x["N"], x["H"]): x for x in cells}
 
 
-def _spectrum(src_dir: Any, c: dict[str, Any], N: int, H: int, name: str) -> np.ndarray:
-    return read_npz(src_dir / st.hessian_key(c) / f"width_{N}" / f"{H}_n_hidden" / "cell.npz")[name]
+def _spectrum(read: Reader, c: dict[str, Any], N: int, H: int, name: str) -> np.ndarray:
+    return read(f"{cell_dir(c, N, H)}/cell.npz")[name]
 
 
 def _hist_panel(ax: Any, spectra: dict[str, np.ndarray], cmap: str, title: str) -> None:
@@ -97,32 +99,32 @@ def _grid_of(cells: dict, Ns: list[int], Hs: list[int], key: str) -> np.ndarray:
 # ----------------------------------------------------------------------------- F1–F4
 
 
-def render_f1(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
-    hp, src_dir, out = prof.hessian, ctx.unit_dir("train", src), _out("F1")
+def render_f1(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    hp = cfg.hessian
     Nmax, Hmax = max(hp.widths), max(hp.depths)
     figs = []
-    for gk, configs in _hessian_groups(prof).items():
+    for gk, configs in _hessian_groups(hp).items():
         fig, axes = plt.subplots(len(configs), 2, figsize=(10, 3.2 * len(configs)), squeeze=False, layout="constrained")
         for r, c in enumerate(configs):
-            across_h = {f"H={H}": _spectrum(src_dir, c, Nmax, H, "num_hessian_eigenvals") for H in hp.depths}
-            across_n = {f"N={N}": _spectrum(src_dir, c, N, Hmax, "num_hessian_eigenvals") for N in hp.widths}
+            across_h = {f"H={H}": _spectrum(read, c, Nmax, H, "num_hessian_eigenvals") for H in hp.depths}
+            across_n = {f"N={N}": _spectrum(read, c, N, Hmax, "num_hessian_eigenvals") for N in hp.widths}
             _hist_panel(axes[r, 0], across_h, "Blues", f"{c['act']}: λ(H_z), N={Nmax}")
             _hist_panel(axes[r, 1], across_n, "Reds", f"{c['act']}: λ(H_z), H={Hmax}")
         fig.suptitle(f"Activity Hessian at init — {gk}")
         fid = f"F1_{gk}"
-        figs.append(Figure(fid, save_mpl(fig, out / fid), f"Eigenvalue histograms of H_z at init across H (N={Nmax}) "
-                           f"and across N (H={Hmax}); {gk}.", "H_num_eigenvals_N_128 / _H_128",
-                           [("train", src)], "F1"))
+        figs.append(Figure(fid, f"Eigenvalue histograms of H_z at init across H (N={Nmax}) and across N "
+                           f"(H={Hmax}); {gk}.", "H_num_eigenvals_N_128 / _H_128", mpl=fig,
+                           sources=[("train", src)], family="F1"))
     return figs
 
 
-def render_f2(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
-    hp, src_dir, out = prof.hessian, ctx.unit_dir("train", src), _out("F2")
+def render_f2(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    hp = cfg.hessian
     figs = []
-    for gk, configs in _hessian_groups(prof).items():
+    for gk, configs in _hessian_groups(hp).items():
         fig, axes = plt.subplots(len(configs), 3, figsize=(13, 3.4 * len(configs)), squeeze=False, layout="constrained")
         for r, c in enumerate(configs):
-            cells = _cells(src_dir, c)
+            cells = _cells(read, c)
             log_k = not (c["param"] == "sp" and not c["skips"])
             _phase(axes[r, 0], _grid_of(cells, hp.widths, hp.depths, "lambda_max"), hp.widths, hp.depths,
                    f"{c['act']}: λ_max", False)
@@ -132,41 +134,41 @@ def render_f2(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
                    f"{c['act']}: κ = |λmax|/|λmin|", log_k)
         fig.suptitle(f"H_z at init, extremes per (N, H) — {gk}")
         fid = f"F2_{gk}"
-        figs.append(Figure(fid, save_mpl(fig, out / fid), f"Phase diagrams of λ_max, λ_min and κ of H_z at init; "
-                           f"{gk}. Methods per number in the cell summaries.", "H_num_max_eigen / min / cond_num",
-                           [("train", src)], "F2"))
+        figs.append(Figure(fid, f"Phase diagrams of λ_max, λ_min and κ of H_z at init; {gk}. Methods per number "
+                           "in the cell summaries.", "H_num_max_eigen / min / cond_num", mpl=fig,
+                           sources=[("train", src)], family="F2"))
     return figs
 
 
-def _linear_configs(prof: Any) -> dict[str, dict[str, Any]]:
-    return {gk: c for gk, cs in _hessian_groups(prof).items() for c in cs if c["act"] == "linear"}
+def _linear_configs(hp: HessianParams) -> dict[str, dict[str, Any]]:
+    return {gk: c for gk, cs in _hessian_groups(hp).items() for c in cs if c["act"] == "linear"}
 
 
-def render_f3(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
-    hp, src_dir, out = prof.hessian, ctx.unit_dir("train", src), _out("F3")
+def render_f3(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    hp = cfg.hessian
     Nmax, Hmax = max(hp.widths), max(hp.depths)
     figs = []
-    for gk, c in _linear_configs(prof).items():
+    for gk, c in _linear_configs(hp).items():
         fig, axes = plt.subplots(3, 2, figsize=(10, 9.6), squeeze=False, layout="constrained")
         for r, (name, label) in enumerate((("theory_D_eigenvals", "D"), ("theory_O_eigenvals", "O"),
                                            ("theory_hessian_eigenvals", "H_theory"))):
-            across_h = {f"H={H}": _spectrum(src_dir, c, Nmax, H, name) for H in hp.depths}
-            across_n = {f"N={N}": _spectrum(src_dir, c, N, Hmax, name) for N in hp.widths}
+            across_h = {f"H={H}": _spectrum(read, c, Nmax, H, name) for H in hp.depths}
+            across_n = {f"N={N}": _spectrum(read, c, N, Hmax, name) for N in hp.widths}
             _hist_panel(axes[r, 0], across_h, "Blues", f"λ({label}), N={Nmax}")
             _hist_panel(axes[r, 1], across_n, "Reds", f"λ({label}), H={Hmax}")
         fig.suptitle(f"Linear theory Hessian H = D + O — {gk}")
         fid = f"F3_{gk}"
-        figs.append(Figure(fid, save_mpl(fig, out / fid), f"Spectra of D (block diagonal), O (off-diagonal) and "
-                           f"H_theory = D + O for linear networks; {gk}.", "D_/O_/H_theory_eigenvals_{N,H}_128",
-                           [("train", src)], "F3"))
+        figs.append(Figure(fid, f"Spectra of D (block diagonal), O (off-diagonal) and H_theory = D + O for linear "
+                           f"networks; {gk}.", "D_/O_/H_theory_eigenvals_{N,H}_128", mpl=fig,
+                           sources=[("train", src)], family="F3"))
     return figs
 
 
-def render_f4(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
-    hp, src_dir, out = prof.hessian, ctx.unit_dir("train", src), _out("F4")
+def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    hp = cfg.hessian
     figs = []
-    for gk, c in _linear_configs(prof).items():
-        cells = _cells(src_dir, c)
+    for gk, c in _linear_configs(hp).items():
+        cells = _cells(read, c)
         fig, axes = plt.subplots(3, 3, figsize=(13, 10), squeeze=False, layout="constrained")
         for r, pre in enumerate(("D", "O", "H_theory")):
             _phase(axes[r, 0], _grid_of(cells, hp.widths, hp.depths, f"{pre}_lambda_max"), hp.widths, hp.depths,
@@ -177,8 +179,9 @@ def render_f4(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
                    f"{pre}: κ", pre != "O")
         fig.suptitle(f"Linear theory extremes — {gk}")
         fid = f"F4_{gk}"
-        figs.append(Figure(fid, save_mpl(fig, out / fid), f"λ_max, λ_min, κ of D, O and H_theory per (N, H); {gk}.",
-                           "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num", [("train", src)], "F4"))
+        figs.append(Figure(fid, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); {gk}.",
+                           "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num", mpl=fig, sources=[("train", src)],
+                           family="F4"))
     return figs
 
 
@@ -196,18 +199,18 @@ def _layer_traces(ax: Any, xs: list[int], ys: np.ndarray, xlabel: str, title: st
     ax.set_title(title, fontsize=8)
 
 
-def _fwd_load(src_dir: Any, act: str, optim: str, variant: str) -> dict[str, np.ndarray]:
-    d = read_npz(src_dir / st.fwd_key(act, optim, variant) / "fwd_pass.npz")
-    return {m: d[f"{m}_per_N_L"] for m in METRICS}
+def _fwd_load(read: Reader, act: str, optim: str, variant: str) -> dict[str, np.ndarray]:
+    d = read(f"{fwd_key(act, optim, variant)}/fwd_pass.npz")
+    return {m: d[f"{m}_per_N_L"] for m in FWD_METRICS}
 
 
-def render_f5(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
-    fp, src_dir, out = prof.fwd_pass, ctx.unit_dir("train", src), _out("F5")
+def render_f5(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    fp = cfg.fwd_pass
     j_slice = fp.depths.index(fp.slice_depth)
     figs = []
     for act in fp.acts:
         for optim in fp.optims:
-            data = {v: _fwd_load(src_dir, act, optim, v) for v in fp.variants}
+            data = {v: _fwd_load(read, act, optim, v) for v in fp.variants}
             for metric, label in (("avg_activity_l1", "mean |z_ℓ|"), ("avg_activity_l2", "RMS z_ℓ")):
                 for t in fp.plot_ts:
                     ncol = 1 + len(fp.slice_widths)
@@ -224,16 +227,17 @@ def render_f5(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
                     axes[0, 0].legend(fontsize=7)
                     fig.suptitle(f"Forward pass: {label} — {act}, {optim}, t={t}")
                     fid = f"F5_{act}_{optim}_{metric}_t{t}"
-                    figs.append(Figure(fid, save_mpl(fig, out / fid),
+                    figs.append(Figure(fid,
                                        f"{label} at layers 1, L/4, L/2, 3L/4, L per width (L={fp.slice_depth}) and per "
                                        f"depth (N ∈ {fp.slice_widths}) at step {t}; {act}, {optim}, 5 variants; log y "
                                        "for sp. Non-finite values (overflow) are not drawn.",
-                                       f"{metric}_per_N_at_t{t} / _per_L_at_t{t}", [("train", src)], "F5"))
+                                       f"{metric}_per_N_at_t{t} / _per_L_at_t{t}", mpl=fig, sources=[("train", src)],
+                                       family="F5"))
     return figs
 
 
-def render_f6(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
-    fp, src_dir, out = prof.fwd_pass, ctx.unit_dir("train", src), _out("F6")
+def render_f6(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    fp = cfg.fwd_pass
     j_slice, t = fp.depths.index(fp.slice_depth), fp.plot_ts[0]
     Lmax = max(fp.depths)
     figs = []
@@ -243,7 +247,7 @@ def render_f6(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
             fig, axes = plt.subplots(len(fp.variants), ncol, figsize=(3.6 * ncol, 2.8 * len(fp.variants)),
                                      squeeze=False, layout="constrained")
             for r, v in enumerate(fp.variants):
-                arr = _fwd_load(src_dir, act, optim, v)["param_spectral_norms"]
+                arr = _fwd_load(read, act, optim, v)["param_spectral_norms"]
                 _layer_traces(axes[r, 0], fp.widths, arr[:, t, :, j_slice], "N",
                               f"{v}: ‖W‖₂, L={fp.slice_depth}, t={t}", True)
                 for cidx, N in enumerate(fp.slice_widths):
@@ -260,21 +264,22 @@ def render_f6(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
             axes[0, 0].legend(fontsize=7)
             fig.suptitle(f"Spectral norms of the raw weights — {act}, {optim}")
             fid = f"F6_{act}_{optim}"
-            figs.append(Figure(fid, save_mpl(fig, out / fid),
+            figs.append(Figure(fid,
                                f"Largest singular value of the raw W_ℓ (exact, matrix_norm ord=2) per width, per depth "
                                f"and over steps; {act}, {optim}, 5 variants.",
-                               "params_spectral_norm_per_N / _per_L / _over_t", [("train", src)], "F6"))
+                               "params_spectral_norm_per_N / _per_L / _over_t", mpl=fig, sources=[("train", src)],
+                               family="F6"))
     return figs
 
 
 # ----------------------------------------------------------------------------- F26–F27
 
 
-def render_f26(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
-    tg, src_dir, out = prof.theory_grid, ctx.unit_dir("train", src), _out("F26")
+def render_f26(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    tg = cfg.theory_grid
     figs = []
     for param in tg.param_lrs:
-        ratios = np.array([[read_npz(src_dir / st.theory_key("linear", param, N, H) / "theory.npz")
+        ratios = np.array([[read(f"{theory_key('linear', param, N, H)}/theory.npz")
                             ["loss_energy_ratios"] for H in tg.depths] for N in tg.widths])  # [nN, nH, iters]
         ncol = min(4, len(tg.plot_iters))
         nrow = int(np.ceil(len(tg.plot_iters) / ncol))
@@ -286,20 +291,21 @@ def render_f26(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
             ax.axis("off")
         fig.suptitle(f"Loss / equilibrium energy, linear ResNets, {param} (Adam lr {fmt_num(tg.param_lrs[param])})")
         fid = f"F26_{param}"
-        figs.append(Figure(fid, save_mpl(fig, out / fid),
+        figs.append(Figure(fid,
                            f"Phase diagrams (rows N, columns H) of ℒ/F* with the exact equilibrium (closed form "
                            f"½rᵀS⁻¹r = F(z*)), {param}, at iterations {tg.plot_iters}; log colour [1, "
-                           f"{tg.color_max[param]:g}].", "loss_energy_ratio_t_{t}", [("train", src)], "F26"))
+                           f"{tg.color_max[param]:g}].", "loss_energy_ratio_t_{t}", mpl=fig, sources=[("train", src)],
+                           family="F26"))
     return figs
 
 
-def render_f27(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
-    tw, src_dir, out = prof.theory_width, ctx.unit_dir("train", src), _out("F27")
+def render_f27(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    tw = cfg.theory_width
     figs = []
     colors = plt.get_cmap("Reds")(np.linspace(0.35, 1.0, len(tw.plot_widths)))
     for act in tw.acts:
         for param in tw.params:
-            runs = {N: read_npz(src_dir / st.theory_key(act, param, N, tw.depth) / "theory.npz") for N in tw.widths}
+            runs = {N: read(f"{theory_key(act, param, N, tw.depth)}/theory.npz") for N in tw.widths}
             fig, axes = plt.subplots(1, 3, figsize=(14, 3.6), layout="constrained")
             for N, col in zip(tw.plot_widths, colors):
                 d = runs[N]
@@ -318,14 +324,20 @@ def render_f27(ctx: Any, cfg: Any, prof: Any, src: str) -> list[Figure]:
                 f"; max residual {max(float(np.max(r['eq_residuals'])) for r in runs.values()):.1e}")
             fig.suptitle(f"{act}, {param}, H={tw.depth}: {eq}{res}")
             fid = f"F27_{act}_{param}"
-            figs.append(Figure(fid, save_mpl(fig, out / fid),
+            figs.append(Figure(fid,
                                f"Energy, loss and ℒ/F* over training per width (H={tw.depth}), {act}, {param}, "
                                f"{eq}" + ("" if act == "linear" else " (GD on the per-sample energy, float64, step "
                                           "≤ 1/λ_max(H_z))") + ".",
-                               "energies_per_width / losses_per_width / loss_energy_ratios_per_width",
-                               [("train", src)], "F27"))
+                               "energies_per_width / losses_per_width / loss_energy_ratios_per_width", mpl=fig,
+                               sources=[("train", src)], family="F27"))
     return figs
 
 
 RENDERERS = {"F1": render_f1, "F2": render_f2, "F3": render_f3, "F4": render_f4, "F5": render_f5,
              "F6": render_f6, "F26": render_f26, "F27": render_f27}
+
+
+def render(ctx: Context, unit: str) -> Output:
+    cfg: MupcAnalysisParams = ctx.cfg
+    src = cfg.render_units[unit]
+    return Output(figures=RENDERERS[unit](lambda name: ctx.read("train", src, name), cfg, src))

@@ -1,0 +1,79 @@
+"""extract@analysis_metrics: a few headline numbers of each train unit, as the study's metrics."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pipeline.contract import Context, Output
+from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
+from pipeline.studies.mupc.analysis.layout import fwd_key, hessian_configs, hessian_key, theory_key
+
+Reader = Callable[[str], Any]  # a file of the train unit by name -> JSON object or npz arrays
+
+
+def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
+    """κ of the linear configs (first seed and decay) at the four corners of the (N, H) grid."""
+    hp = cfg.hessian
+    out = {}
+    corners_n, corners_h = (min(hp.widths), max(hp.widths)), (min(hp.depths), max(hp.depths))
+    for c in hessian_configs(hp):
+        if c["act"] != "linear" or c["seed"] != hp.seeds[0] or c["activity_decay"] != hp.activity_decays[0]:
+            continue
+        cells = read(f"{hessian_key(c)}/summary.json")["cells"]
+        name = f"kappa/{c['param']}_{c['init']}_{'skips' if c['skips'] else 'no_skips'}"
+        out[name] = {f"N{x['N']}_H{x['H']}": x["kappa"] for x in cells if x["N"] in corners_n and x["H"] in corners_h}
+    return out
+
+
+def fwd_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
+    """RMS of the layer-L/2 activity at step 0 of linear nets (first optimiser), per variant and (N, L)."""
+    fp = cfg.fwd_pass
+    out = {}
+    for v in fp.variants:
+        d = read(f"{fwd_key('linear', fp.optims[0], v)}/fwd_pass.npz")["avg_activity_l2_per_N_L"]
+        out[f"rms_t0_hidden_L2/linear_{v}"] = {f"N{N}_L{L}": float(d[2, 0, i, j])
+                                              for i, N in enumerate(fp.widths) for j, L in enumerate(fp.depths)}
+    return out
+
+
+def theory_grid_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
+    """ℒ/F* at iteration 0 per (N, H), per parameterisation."""
+    tg = cfg.theory_grid
+    return {f"ratio_t0/{param}": {f"N{N}_H{H}": float(read(f"{theory_key('linear', param, N, H)}/theory.npz")
+                                                      ["loss_energy_ratios"][0])
+                                  for N in tg.widths for H in tg.depths} for param in tg.param_lrs}
+
+
+def theory_width_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
+    """ℒ/F* at iteration 0 per width, and the worst equilibrium residual of the nonlinear nets."""
+    tw = cfg.theory_width
+    out = {}
+    for act in tw.acts:
+        for param in tw.params:
+            vals = {}
+            for N in tw.widths:
+                d = read(f"{theory_key(act, param, N, tw.depth)}/theory.npz")
+                vals[f"N{N}"] = float(d["loss_energy_ratios"][0])
+                if "eq_residuals" in d:
+                    vals[f"N{N}_max_eq_residual"] = float(np.max(d["eq_residuals"]))
+            out[f"ratio_t0/{act}_{param}_H{tw.depth}"] = vals
+    return out
+
+
+HEADLINES = {"hessian_init": hessian_headline, "fwd_pass": fwd_headline, "theory_grid": theory_grid_headline,
+             "theory_width": theory_width_headline}
+
+
+def extract(ctx: Context, unit: str) -> Output:
+    cfg: MupcAnalysisParams = ctx.cfg
+    data: dict[str, Any] = {"profile": ctx.profile}
+    for train_unit in cfg.train_units:
+        data[train_unit] = HEADLINES[train_unit](lambda name, u=train_unit: ctx.read("train", u, name), cfg)
+    flat = {f"{u}/{group}/{cell}": v for u in cfg.train_units for group, cells in data[u].items()
+            for cell, v in cells.items() if math.isfinite(v)}
+    ctx.log(f"{len(flat)} headline numbers of {cfg.train_units}")
+    return Output(json={"headline.json": data}, metrics=data, run_metrics=flat)

@@ -1,0 +1,48 @@
+"""Where the analysis train units put each configuration, and the order configurations come in.
+
+Shared by the train, extract and render stages (no torch here, so a figure edit reruns no training
+and a training edit reruns the figures only through the data they read).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.studies.mupc.analysis.config import HessianParams
+from pipeline.studies.mupc.runs import fmt_num
+
+# fwd_pass.npz holds one ``<metric>_per_N_L`` array per metric, shape [5 layers, checks, widths, depths]
+FWD_METRICS = ("avg_activity_l1", "avg_activity_l2", "param_l2_norms", "param_spectral_norms")
+
+
+def hessian_configs(hp: HessianParams) -> list[dict[str, Any]]:
+    """Every (act, skips, init, param, decay, seed) configuration of the Hessian grid, in a fixed order."""
+    out = []
+    for fam in hp.families:
+        for init in fam.inits:
+            for skips in fam.skips:
+                for act in hp.acts:
+                    for decay in hp.activity_decays:
+                        for seed in hp.seeds:
+                            out.append({"act": act, "skips": skips, "init": init, "param": fam.param,
+                                        "activity_decay": decay, "seed": seed})
+    return out
+
+
+def hessian_key(c: dict[str, Any]) -> str:
+    """Notebook-style folder: {act}/{skips|no_skips}/{init}_weight_init/{param}_param/activity_decay_{c}/{seed}."""
+    return (f"{c['act']}/{'skips' if c['skips'] else 'no_skips'}/{c['init']}_weight_init/{c['param']}_param/"
+            f"activity_decay_{fmt_num(c['activity_decay'])}/{c['seed']}")
+
+
+def cell_dir(c: dict[str, Any], N: int, H: int) -> str:
+    """The folder of one (config, N, H) cell: ``cell.json`` (settings, numbers) and ``cell.npz``."""
+    return f"{hessian_key(c)}/width_{N}/{H}_n_hidden"
+
+
+def fwd_key(act: str, optim: str, variant: str) -> str:
+    return f"{act}/{optim}/{variant}"
+
+
+def theory_key(act: str, param: str, N: int, H: int) -> str:
+    return f"{act}/{param}/width_{N}/{H}_n_hidden"

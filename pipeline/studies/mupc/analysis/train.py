@@ -1,0 +1,309 @@
+"""train@<unit> of the μPC analysis (spec F1–F6, F26–F27); every grid comes from the resolved section.
+
+``hessian_init``: the activity Hessian H_z at initialisation (§2), one cell per (config, N, H), resumable
+cell by cell; ``fwd_pass``: activity and weight norms of BP-trained nets (§4); ``theory_grid`` and
+``theory_width``: loss vs equilibrium energy (§3).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+import torch
+
+from pipeline.contract import Context, Output, Run
+from pipeline.data import load_split, normalised
+from pipeline.studies.mupc.analysis import fwdpass, hessian, theory
+from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
+from pipeline.studies.mupc.analysis.layout import (
+    FWD_METRICS,
+    cell_dir,
+    fwd_key,
+    hessian_configs,
+    hessian_key,
+    theory_key,
+)
+from pipeline.studies.mupc.energy import Adam, EnergyTerms, energy, errors, weight_grads
+from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights
+
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+def train(ctx: Context, unit: str) -> Output | Iterator[Output]:
+    cfg: MupcAnalysisParams = ctx.cfg
+    torch.set_num_threads(cfg.threads)
+    return {"hessian_init": train_hessian, "fwd_pass": train_fwd, "theory_grid": train_theory_grid,
+            "theory_width": train_theory_width}[unit](ctx, cfg)
+
+
+# ----------------------------------------------------------------------------- hessian at init
+
+
+def hessian_spec(c: dict[str, Any], N: int, H: int, legacy: bool) -> NetSpec:
+    return NetSpec(D=N, N=N, H=H, d_y=N, act=c["act"], skips=c["skips"], param=c["param"], init=c["init"],
+                   orth_gain=1.0, legacy_noskip_branch_scale=legacy)
+
+
+def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: bool, full: bool,
+                 device: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """One (config, N, H) cell: weights, extremes (+ full spectra where asked), κ, method per number."""
+    spec = hessian_spec(c, N, H, legacy)
+    w = init_weights(spec, [c["seed"]], dtype=torch.float64)
+    x = hessian.hessian_input(N, c["seed"])
+    y = x.clone()
+    z, _ = feedforward(spec, w, x.view(1, -1))
+    zs = z[0, :, 0]
+    blocks = hessian.hessian_blocks(spec, w, x, y, zs, c["activity_decay"])
+    arrays: dict[str, np.ndarray] = {}
+    info: dict[str, Any] = {"N": N, "H": H, "n": N * H}
+    t0 = time.perf_counter()
+    if full:
+        ev, method = hessian.full_spectrum(blocks, dense_max_n=hp.dense_max_n, backend=hp.spectrum_backend,
+                                           device=device)
+        arrays["num_hessian_eigenvals"] = ev
+        lmax, lmin, mmax, mmin = float(ev[-1]), float(ev[0]), method, method
+    else:
+        ex = hessian.extremes(blocks, tol=hp.lanczos_tol, dense_max_n=hp.dense_max_n)
+        lmax, lmin, mmax, mmin = ex.lambda_max, ex.lambda_min, ex.method_max, ex.method_min
+    info.update(lambda_max=lmax, lambda_min=lmin, kappa=hessian.cond_num(lmax, lmin), method_lambda_max=mmax,
+                method_lambda_min=mmin, full_spectrum=full, eig_seconds=time.perf_counter() - t0)
+    if hp.autodiff_check_max_n >= N * H:
+        terms = EnergyTerms(activity_decay=c["activity_decay"])
+
+        def f(v: torch.Tensor) -> torch.Tensor:
+            return energy(spec, w, x.view(1, -1), y.view(1, -1), v.view(1, H, 1, N), terms).sum()
+
+        auto = torch.func.hessian(f)(zs.reshape(-1))
+        info["autodiff_max_abs_diff"] = float((auto - hessian.to_dense(blocks)).abs().max())
+    if c["act"] == "linear":  # theory D, O and H_theory (= H_num for linear nets: compare the matrices)
+        tb = hessian.theory_blocks(spec, w, c["activity_decay"])
+        info["theory_vs_num_max_abs_diff"] = float(max((tb.diag - blocks.diag).abs().max(),
+                                                       (tb.upper - blocks.upper).abs().max() if H > 1 else 0.0))
+        d_blocks, o_blocks = hessian.split(tb)
+        d_ev = hessian.block_diag_spectrum(tb)
+        info.update(D_lambda_max=float(d_ev[-1]), D_lambda_min=float(d_ev[0]), D_method="exact_blocks")
+        if full:
+            arrays["theory_D_eigenvals"] = d_ev
+            if H > 1:
+                o_ev, o_method = hessian.full_spectrum(o_blocks, dense_max_n=hp.dense_max_n,
+                                                       backend=hp.spectrum_backend, device=device)
+            else:
+                o_ev, o_method = np.zeros(N), "exact_blocks"
+            arrays["theory_O_eigenvals"] = o_ev
+            arrays["theory_hessian_eigenvals"] = arrays["num_hessian_eigenvals"]
+            info.update(O_lambda_max=float(o_ev[-1]), O_lambda_min=float(o_ev[0]), O_method_max=o_method,
+                        O_method_min=o_method)
+        elif H > 1:
+            if max(hp.dense_max_n, 3) >= N * H:
+                o_ev, _ = hessian.full_spectrum(o_blocks, dense_max_n=hp.dense_max_n)
+                omax, omin, om_max, om_min = float(o_ev[-1]), float(o_ev[0]), "dense", "dense"
+            else:
+                op = hessian.matvec_op(o_blocks)
+                omax = hessian._eigsh(op, "LA", hp.lanczos_tol)
+                omin = hessian._eigsh(op, "SA", hp.lanczos_tol)
+                om_max, om_min = "lanczos_LA", "lanczos_SA"
+            info.update(O_lambda_max=omax, O_lambda_min=omin, O_method_max=om_max, O_method_min=om_min)
+        else:
+            info.update(O_lambda_max=0.0, O_lambda_min=0.0, O_method_max="exact_blocks", O_method_min="exact_blocks")
+        info["D_kappa"] = hessian.cond_num(info["D_lambda_max"], info["D_lambda_min"])
+        info["O_kappa"] = hessian.cond_num(info["O_lambda_max"], info["O_lambda_min"])
+        info.update(H_theory_lambda_max=lmax, H_theory_lambda_min=lmin, H_theory_kappa=info["kappa"])
+    if hp.save_weights:
+        arrays.update(w_in=w.w_in[0].numpy(), w_hid=w.w_hid[0].numpy(), w_out=w.w_out[0].numpy(), x=x.numpy())
+    arrays.update(lambda_max=np.float64(lmax), lambda_min=np.float64(lmin), kappa=np.float64(info["kappa"]))
+    return arrays, info
+
+
+def is_slice(N: int, H: int, hp: HessianParams) -> bool:
+    return hp.full_spectra == "all" or max(hp.widths) == N or max(hp.depths) == H
+
+
+def train_hessian(ctx: Context, cfg: MupcAnalysisParams) -> Iterator[Output]:
+    """Each cell is a part, written as soon as it is computed; a cell whose ``cell.json`` carries the same
+    settings is kept. The per-config summaries and MLflow runs come with the final output."""
+    hp, legacy = cfg.hessian, cfg.legacy_noskip_branch_scale
+    summaries: dict[str, Any] = {}
+    runs = []
+    t_all = time.perf_counter()
+    configs = hessian_configs(hp)
+    for c in configs:
+        key = hessian_key(c)
+        cells, metrics = [], {}
+        for N in hp.widths:
+            for H in hp.depths:
+                full = is_slice(N, H, hp)
+                part = cell_dir(c, N, H)
+                settings = {"config": c, "legacy": legacy, "full": full, "dense_max_n": hp.dense_max_n,
+                            "backend": hp.spectrum_backend, "tol": hp.lanczos_tol, "save_weights": hp.save_weights,
+                            "autodiff_check_max_n": hp.autodiff_check_max_n}
+                done = ctx.previous(f"{part}/cell.json")
+                if done is not None and done.get("settings") == settings:
+                    info = done["info"]
+                else:
+                    arrays, info = hessian_cell(c, N, H, hp, legacy, full, ctx.device)
+                    yield Output(part=part, json={"cell.json": {"settings": settings, "info": info}},
+                                 arrays={"cell.npz": arrays})
+                cells.append(info)
+                metrics.update({f"kappa_N{N}_H{H}": info["kappa"], f"lambda_max_N{N}_H{H}": info["lambda_max"],
+                                f"lambda_min_N{N}_H{H}": info["lambda_min"]})
+        summaries[f"{key}/summary.json"] = {"config": c, "legacy_noskip_branch_scale": legacy, "cells": cells}
+        runs.append(Run(key, params={**c, "legacy_noskip_branch_scale": legacy, "widths": hp.widths,
+                                     "depths": hp.depths}, metrics=metrics))
+    ctx.log(f"hessian_init: {len(configs)} configs in {time.perf_counter() - t_all:.1f} s")
+    return Output(json={**summaries, "configs.json": {"configs": [hessian_key(c) for c in configs]}}, runs=runs)
+
+
+# ----------------------------------------------------------------------------- data
+
+
+def mnist_batches(n_batches: int, batch_size: int, seed: int, train_images: int | None, device: str,
+                  dtype: torch.dtype) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Shuffled (seeded) MNIST training batches, drop_last, on the device; one-hot float targets."""
+    split = load_split("mnist", train=True)
+    imgs, labels = split.images, split.labels
+    if train_images is not None:
+        imgs, labels = imgs[:train_images], labels[:train_images]
+    x = normalised(imgs, MNIST_MEAN, MNIST_STD, device, torch.float32).to(dtype)
+    y = torch.nn.functional.one_hot(labels, 10).to(device=device, dtype=dtype)
+    perm = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(seed)).to(device)
+    if n_batches * batch_size > x.shape[0]:
+        raise ValueError(f"{n_batches} batches of {batch_size} need more than {x.shape[0]} images")
+    return [(x[perm[i * batch_size:(i + 1) * batch_size]], y[perm[i * batch_size:(i + 1) * batch_size]])
+            for i in range(n_batches)]
+
+
+# ----------------------------------------------------------------------------- forward pass
+
+
+def train_fwd(ctx: Context, cfg: MupcAnalysisParams) -> Output:
+    fp = cfg.fwd_pass
+    batches = mnist_batches(fp.checks, fp.batch_size, fp.seed, fp.train_images, ctx.device, torch.float32)
+    shape = (5, fp.checks, len(fp.widths), len(fp.depths))
+    res = {(a, o, v): {m: np.full(shape, np.nan) for m in FWD_METRICS}
+           for a in fp.acts for o in fp.optims for v in fp.variants}
+    t0 = time.perf_counter()
+    for act in fp.acts:
+        for variant in fp.variants:
+            for i, N in enumerate(fp.widths):
+                for j, L in enumerate(fp.depths):
+                    spec = fwdpass.net_spec(variant, act, N, L)
+                    out = fwdpass.run_cell(spec, list(fp.optims), batches, fp.lr, fp.seed, ctx.device).numpy()
+                    for r, optim in enumerate(fp.optims):
+                        for k, metric in enumerate(FWD_METRICS):
+                            res[(act, optim, variant)][metric][:, :, i, j] = out[k, r]
+    arrays, runs = {}, []
+    for (act, optim, variant), arrs in res.items():
+        key = fwd_key(act, optim, variant)
+        arrays[f"{key}/fwd_pass.npz"] = {f"{m}_per_N_L": a for m, a in arrs.items()}
+        flat = {}
+        for i, N in enumerate(fp.widths):
+            for j, L in enumerate(fp.depths):
+                rms = arrs["avg_activity_l2"][:, 0, i, j]
+                flat.update({f"rms_t0_N{N}_L{L}_layer{k}": float(v) for k, v in enumerate(rms) if np.isfinite(v)})
+        runs.append(Run(key, params={"act": act, "optim": optim, "variant": variant, "lr": fp.lr, "seed": fp.seed,
+                                     "widths": fp.widths, "depths": fp.depths,
+                                     "spectral_norm": "torch.linalg.matrix_norm(ord=2)"}, metrics=flat))
+    grid = {"widths": fp.widths, "depths": fp.depths, "checks": fp.checks,
+            "layers": "[0, L/4-1, L/2-1, 3L/4-1, L-1] (0-based weight layers)",
+            "spectral_norm": "torch.linalg.matrix_norm(ord=2) (exact, SVD)"}
+    ctx.log(f"fwd_pass: {len(res)} configs in {time.perf_counter() - t0:.1f} s")
+    return Output(json={"grid.json": grid}, arrays=arrays, runs=runs)
+
+
+# ----------------------------------------------------------------------------- energy theory
+
+
+def theory_spec(act: str, param: str, N: int, H: int) -> NetSpec:
+    """An MNIST ResNet of the theory runs (always with skips, so Q1's no-skip scale does not apply)."""
+    init = "standard_gauss" if param == "mupc" else "standard"
+    return NetSpec(D=784, N=N, H=H, d_y=10, act=act, skips=True, param=param, init=init)
+
+
+def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float = 1e-8,
+               eq_max_steps: int = 5000) -> dict[str, np.ndarray]:
+    """PC with exact (linear) or numerical (tanh, relu) inference: per iteration ℒ, F*, ℒ/F*, then an Adam
+    step on ∇_θ F at z*. Linear nets also record the closed form ½ rᵀS⁻¹r and its gap to F(z*)."""
+    device = batches[0][0].device
+    w = init_weights(spec, [seed], dtype=torch.float64, device=device)
+    opt = Adam(w.tensors(), lr)
+    n = len(batches)
+    out = {k: np.zeros(n) for k in ("train_losses", "train_energies", "loss_energy_ratios")}
+    if spec.act == "linear":
+        out["closed_form_energies"] = np.zeros(n)
+    else:
+        out.update(eq_residuals=np.zeros(n), eq_steps=np.zeros(n, dtype=np.int64))
+    for k, (x, y) in enumerate(batches):
+        z0, y_hat = feedforward(spec, w, x)
+        loss = float(theory.summed_loss(y_hat, y)[0])
+        if spec.act == "linear":
+            z = theory.linear_equilibrium(spec, w, x, y)
+            out["closed_form_energies"][k] = float(theory.closed_form_energy(spec, w, x, y).mean())
+        else:
+            eq = theory.numerical_equilibrium(spec, w, x, y, z0, tol=eq_tol, max_steps=eq_max_steps)
+            z = eq.z
+            out["eq_residuals"][k], out["eq_steps"][k] = float(eq.residual.max()), eq.steps
+        f_star = float(theory.per_sample_energy(spec, w, x, y, z).mean())
+        out["train_losses"][k], out["train_energies"][k] = loss, f_star
+        out["loss_energy_ratios"][k] = loss / f_star
+        if k == n - 1:
+            break
+        eps, eps_out = errors(spec, w, x, y, z)
+        grads = weight_grads(spec, w, x, z, eps, eps_out)
+        w = Weights(*opt.step(w.tensors(), grads.tensors()))
+    return out
+
+
+def theory_record(key: str, params: dict[str, Any], out: dict[str, np.ndarray]) -> Run:
+    """The MLflow run of one theory configuration: ℒ, F*, ℒ/F* per iteration and the equilibrium check."""
+    steps = range(len(out["loss_energy_ratios"]))
+    series = {"loss_energy_ratio": (steps, out["loss_energy_ratios"]), "train_loss": (steps, out["train_losses"]),
+              "train_energy": (steps, out["train_energies"])}
+    metrics = {}
+    if "eq_residuals" in out:
+        metrics["max_eq_residual"] = float(np.max(out["eq_residuals"]))
+    if "closed_form_energies" in out:
+        gap = np.max(np.abs(out["closed_form_energies"] - out["train_energies"]) / np.abs(out["train_energies"]))
+        metrics["closed_form_rel_gap"] = float(gap)
+    return Run(key, params=params, metrics=metrics, series=series)
+
+
+def train_theory_grid(ctx: Context, cfg: MupcAnalysisParams) -> Output:
+    tg = cfg.theory_grid
+    batches = mnist_batches(tg.iters, tg.batch_size, tg.seed, tg.train_images, ctx.device, torch.float64)
+    arrays, runs = {}, []
+    t0 = time.perf_counter()
+    for param, lr in tg.param_lrs.items():
+        for N in tg.widths:
+            for H in tg.depths:
+                spec = theory_spec("linear", param, N, H)
+                key = theory_key("linear", param, N, H)
+                out = theory_run(spec, batches, lr, tg.seed)
+                arrays[f"{key}/theory.npz"] = out
+                runs.append(theory_record(key, {**asdict(spec), "param_lr": lr, "iters": tg.iters, "seed": tg.seed,
+                                                "optim": "adam", "inference": "exact (block Cholesky)"}, out))
+    ctx.log(f"theory_grid: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
+    return Output(arrays=arrays, runs=runs)
+
+
+def train_theory_width(ctx: Context, cfg: MupcAnalysisParams) -> Output:
+    tw = cfg.theory_width
+    batches = mnist_batches(tw.iters, tw.batch_size, tw.seed, tw.train_images, ctx.device, torch.float64)
+    arrays, runs = {}, []
+    t0 = time.perf_counter()
+    for act in tw.acts:
+        for param in tw.params:
+            for N in tw.widths:
+                spec = theory_spec(act, param, N, tw.depth)
+                key = theory_key(act, param, N, tw.depth)
+                inference = "exact (block Cholesky)" if act == "linear" else "numerical equilibrium (GD, float64)"
+                out = theory_run(spec, batches, tw.param_lr, tw.seed, tw.eq_tol, tw.eq_max_steps)
+                arrays[f"{key}/theory.npz"] = out
+                runs.append(theory_record(key, {**asdict(spec), "param_lr": tw.param_lr, "iters": tw.iters,
+                                                "seed": tw.seed, "optim": "adam", "inference": inference,
+                                                "eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps}, out))
+    ctx.log(f"theory_width: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
+    return Output(arrays=arrays, runs=runs)

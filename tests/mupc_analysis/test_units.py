@@ -1,0 +1,341 @@
+"""mupc_analysis: params (profiles, validation), the declaration, and the train/extract/render functions on
+tiny inputs (a Hessian grid computed for real, synthetic forward-pass and theory arrays)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from pipeline.config import ConfigError, load_section, merge, resolve, validate
+from pipeline.contract import Context, Output
+from pipeline.plotting import plt
+from pipeline.studies.mupc.analysis import STUDY
+from pipeline.studies.mupc.analysis.config import RENDER_SOURCES, MupcAnalysisParams
+from pipeline.studies.mupc.analysis.extract import extract
+from pipeline.studies.mupc.analysis.figures import RENDERERS, render
+from pipeline.studies.mupc.analysis.layout import FWD_METRICS, fwd_key, hessian_configs, hessian_key, theory_key
+from pipeline.studies.mupc.analysis.train import train
+from tests.conftest import ROOT
+
+NAME = "mupc_analysis"
+TINY_HESSIAN = {"acts": ["linear", "tanh"],
+                "families": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]},
+                             {"param": "sp", "inits": ["standard"], "skips": [False]}],
+                "widths": [2, 4], "depths": [2, 3], "dense_max_n": 4, "autodiff_check_max_n": 8}
+
+
+def _raw() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def _cfg(over: dict | None = None, profile: str = "smoke") -> MupcAnalysisParams:
+    section = merge(copy.deepcopy(_raw()[NAME]), {"profiles": {profile: over or {}}})
+    return validate(MupcAnalysisParams, resolve(section, profile, NAME), NAME)
+
+
+def _roundtrip(obj: Any) -> Any:
+    """What a stage reads back from a JSON file."""
+    return json.loads(json.dumps(obj))
+
+
+class Store:
+    """Output files of train units in memory, read back as the runner's readers would."""
+
+    def __init__(self) -> None:
+        self.files: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def add(self, unit: str, out: Output) -> None:
+        files = self.files.setdefault(unit, {})
+        prefix = f"{out.part}/" if out.part else ""
+        files.update({prefix + k: _roundtrip(v) for k, v in out.json.items()})
+        files.update({prefix + k: {a: np.asarray(b) for a, b in v.items()} for k, v in out.arrays.items()})
+
+    def ctx(self, cfg: MupcAnalysisParams, kind: str, unit: str) -> Context:
+        return Context(study=NAME, kind=kind, unit=unit, profile="smoke", cfg=cfg, device="cpu",
+                       stage=f"{NAME}_{kind}@{unit}", provenance={},
+                       reader=lambda k, u, name: self.files[u][name],
+                       own=lambda name: self.files.get(unit, {}).get(name), log=lambda _m: None)
+
+
+def _run_train(store: Store, cfg: MupcAnalysisParams, unit: str) -> tuple[list[Output], Output]:
+    """All parts a train unit yields (each stored at once, as the runner writes them) and its final output."""
+    result = train(store.ctx(cfg, "train", unit), unit)
+    parts = []
+    while True:
+        try:
+            part = next(result)
+        except StopIteration as stop:
+            store.add(unit, stop.value)
+            return parts, stop.value
+        store.add(unit, part)
+        parts.append(part)
+
+
+# ----------------------------------------------------------------------------- params
+
+
+def test_every_profile_resolves_to_todays_values():
+    raw = _raw()
+    values = {p: load_section(MupcAnalysisParams, raw, NAME, p) for p in ("smoke", "gpu_medium", "paper")}
+    smoke, gpu, paper = values["smoke"], values["gpu_medium"], values["paper"]
+    assert (smoke.threads, gpu.threads, paper.threads) == (1, 4, 4)
+    assert smoke.hessian.widths == [2, 4, 8] and smoke.hessian.spectrum_backend == "banded"
+    assert smoke.hessian.dense_max_n == 32 and paper.hessian.dense_max_n == 512
+    assert gpu.hessian.spectrum_backend == "dense_torch" and gpu.hessian.widths[-1] == 64
+    assert [f.inits for f in paper.hessian.families] == [["one_over_N", "standard_gauss", "standard", "orthogonal"],
+                                                         ["standard_gauss"]]
+    assert paper.hessian.seeds == [0, 1, 2] and smoke.hessian.seeds == gpu.hessian.seeds == [0]
+    assert smoke.fwd_pass.checks == 3 and gpu.fwd_pass.checks == 5 and gpu.fwd_pass.slice_widths == [128, 512]
+    assert paper.fwd_pass.depths[-1] == 512 and paper.fwd_pass.train_images is None
+    assert smoke.theory_grid.iters == 32 and gpu.theory_grid == paper.theory_grid
+    assert (smoke.theory_width.eq_max_steps, gpu.theory_width.eq_max_steps, paper.theory_width.eq_max_steps) == (
+        1500, 5000, 20000)
+    assert (smoke.theory_width.depth, gpu.theory_width.iters, paper.theory_width.widths[-1]) == (2, 200, 512)
+
+
+@pytest.mark.parametrize("edit,needles", [
+    (lambda s: s["profiles"]["smoke"]["hessian"].update(acts=["sigmoid"]),
+     ["mupc_analysis.hessian.acts[0] = 'sigmoid'", "'linear', 'tanh', 'relu'"]),
+    (lambda s: s["profiles"]["smoke"]["fwd_pass"].update(depths=[8, 10]), ["fwd_pass.depths = 10", "multiples of 4"]),
+    (lambda s: s["profiles"]["smoke"]["fwd_pass"].update(slice_depth=12), ["fwd_pass.slice_depth = 12"]),
+    (lambda s: s["profiles"]["smoke"]["theory_grid"].update(plot_iters=[0, 900]),
+     ["theory_grid.plot_iters = 900", "below iters = 32"]),
+    (lambda s: s["profiles"]["smoke"]["theory_width"].update(plot_widths=[3]), ["theory_width.plot_widths = 3"]),
+    (lambda s: s["profiles"]["smoke"]["hessian"]["families"][0].update(param="depth_mup"),
+     ["hessian.families[0].param = 'depth_mup'"]),
+    (lambda s: s["profiles"]["smoke"]["hessian"].update(widths=[2, 2]), ["without repeated values"]),
+    (lambda s: s["hessian"].update(bogus=1), ["mupc_analysis.hessian.bogus is not a known key"]),
+    (lambda s: s["render_units"].update(F26="theory_width"), ["render_units.F26 = 'theory_width'", "'theory_grid'"]),
+    (lambda s: s["render_units"].update(F9="fwd_pass"), ["render_units = 'F9'"]),
+    (lambda s: s["profiles"]["smoke"].update(threads=0), ["mupc_analysis.threads = 0"]),
+])
+def test_params_errors_name_key_value_allowed(edit, needles):
+    raw = copy.deepcopy(_raw())
+    load_section(MupcAnalysisParams, raw, NAME, "smoke")
+    edit(raw[NAME])
+    with pytest.raises(ConfigError) as err:
+        load_section(MupcAnalysisParams, raw, NAME, "smoke")
+    for needle in needles:
+        assert needle in str(err.value), str(err.value)
+
+
+def test_an_override_applies_to_its_profile_only():
+    raw = copy.deepcopy(_raw())
+    raw[NAME]["profiles"]["paper"] = {"theory_grid": {"iters": 0}}
+    load_section(MupcAnalysisParams, raw, NAME, "smoke")
+    with pytest.raises(ConfigError, match=r"theory_grid\.iters = 0"):
+        load_section(MupcAnalysisParams, raw, NAME, "paper")
+
+
+def test_declaration_units_reads_and_keys():
+    cfg = _cfg()
+    train_f, extract_f, render_f = (STUDY.family(k) for k in ("train", "extract", "render"))
+    assert list(train_f.units(cfg)) == ["hessian_init", "fwd_pass", "theory_grid", "theory_width"]
+    assert list(extract_f.units(cfg)) == ["analysis_metrics"]
+    assert list(render_f.units(cfg)) == list(RENDER_SOURCES)
+    assert train_f.resumable and extract_f.metrics
+    assert list(train_f.datasets(cfg, "hessian_init")) == [] and list(train_f.datasets(cfg, "fwd_pass")) == ["mnist"]
+    assert train_f.keys(cfg, "hessian_init") == ["threads", "legacy_noskip_branch_scale", "hessian"]
+    assert {u for _, u in extract_f.reads(cfg, "analysis_metrics")} == set(cfg.train_units)
+    for fam, src in RENDER_SOURCES.items():
+        assert list(render_f.reads(cfg, fam)) == [("train", src)]
+        assert render_f.keys(cfg, fam)[0] == f"render_units.{fam}"
+    assert "fwd_pass.checks" in render_f.keys(cfg, "F6") and "fwd_pass.checks" not in render_f.keys(cfg, "F5")
+
+
+def test_layout_keys():
+    hp = _cfg({"hessian": TINY_HESSIAN}).hessian
+    configs = hessian_configs(hp)
+    assert len(configs) == 4 and configs[0] == {"act": "linear", "skips": True, "init": "standard_gauss",
+                                                "param": "mupc", "activity_decay": 0.0, "seed": 0}
+    assert hessian_key(configs[0]) == "linear/skips/standard_gauss_weight_init/mupc_param/activity_decay_0/0"
+    assert fwd_key("tanh", "adam", "sp_skips") == "tanh/adam/sp_skips"
+    assert theory_key("relu", "mupc", 8, 2) == "relu/mupc/width_8/2_n_hidden"
+
+
+# ----------------------------------------------------------------------------- hessian_init (real, tiny)
+
+
+@pytest.fixture(scope="module")
+def hessian_store() -> tuple[Store, MupcAnalysisParams, list[Output], Output]:
+    cfg = _cfg({"hessian": TINY_HESSIAN})
+    store = Store()
+    parts, final = _run_train(store, cfg, "hessian_init")
+    return store, cfg, parts, final
+
+
+def test_hessian_unit_yields_one_part_per_cell(hessian_store):
+    store, cfg, parts, final = hessian_store
+    hp = cfg.hessian
+    configs = hessian_configs(hp)
+    assert len(parts) == len(configs) * len(hp.widths) * len(hp.depths) == 16
+    assert parts[0].part == f"{hessian_key(configs[0])}/width_2/2_n_hidden"
+    assert [r.name for r in final.runs] == [hessian_key(c) for c in configs]
+    assert set(final.runs[0].metrics) == {f"{m}_N{N}_H{H}" for m in ("kappa", "lambda_max", "lambda_min")
+                                          for N in hp.widths for H in hp.depths}
+    assert final.json["configs.json"] == {"configs": [hessian_key(c) for c in configs]}
+    cells = {(c["N"], c["H"]): c for c in final.json[f"{hessian_key(configs[0])}/summary.json"]["cells"]}
+    assert cells[(2, 2)]["method_lambda_min"] == "dense"  # n = 4 <= dense_max_n, not a slice
+    assert cells[(4, 3)]["method_lambda_min"] == "banded" and cells[(4, 3)]["full_spectrum"]  # slice, n = 12
+    assert all(c["kappa"] >= 1 for c in cells.values())
+    assert all(c["autodiff_max_abs_diff"] < 1e-10 for c in cells.values() if c["n"] <= 8)  # autodiff_check_max_n
+    assert "autodiff_max_abs_diff" not in cells[(4, 3)]
+    assert all(c["theory_vs_num_max_abs_diff"] < 1e-10 for c in cells.values())  # linear: H_theory = H_num
+    spectra = store.files["hessian_init"][f"{hessian_key(configs[0])}/width_4/3_n_hidden/cell.npz"]
+    assert spectra["num_hessian_eigenvals"].shape == (12,) and spectra["kappa"] == cells[(4, 3)]["kappa"]
+
+
+def test_hessian_unit_resumes_unchanged_cells(hessian_store):
+    done, cfg, _, final = hessian_store
+    store = Store()
+    store.files = copy.deepcopy(done.files)
+    again, final2 = _run_train(store, cfg, "hessian_init")
+    assert again == [] and final2.json == final.json  # every cell kept
+    wider = _cfg({"hessian": {**TINY_HESSIAN, "depths": [2, 3, 4]}})
+    parts, _ = _run_train(store, wider, "hessian_init")
+    # H = 3 is no longer the slice column (full spectrum -> extremes); N = 2 at H = 2 is unchanged
+    redone = {p.part.split("/", 6)[-1] for p in parts}
+    assert redone == {"width_2/3_n_hidden", "width_2/4_n_hidden", "width_4/4_n_hidden"}
+    assert len(parts) == 4 * 3
+
+
+# ----------------------------------------------------------------------------- synthetic fwd_pass / theory
+
+
+def _fwd_store(store: Store, cfg: MupcAnalysisParams) -> None:
+    fp, rng = cfg.fwd_pass, np.random.default_rng(0)
+    shape = (5, fp.checks, len(fp.widths), len(fp.depths))
+    store.files["fwd_pass"] = {f"{fwd_key(a, o, v)}/fwd_pass.npz": {f"{m}_per_N_L": 0.1 + rng.random(shape)
+                                                                     for m in FWD_METRICS}
+                               for a in fp.acts for o in fp.optims for v in fp.variants}
+
+
+def _theory_run(rng: np.random.Generator, iters: int, linear: bool) -> dict[str, np.ndarray]:
+    energies = 1.0 + rng.random(iters)
+    losses = energies * (1.0 + 10 * rng.random(iters))
+    out = {"train_losses": losses, "train_energies": energies, "loss_energy_ratios": losses / energies}
+    out.update({"closed_form_energies": energies} if linear else {"eq_residuals": 1e-9 * rng.random(iters)})
+    return out
+
+
+def _theory_store(store: Store, cfg: MupcAnalysisParams) -> None:
+    tg, tw, rng = cfg.theory_grid, cfg.theory_width, np.random.default_rng(1)
+    store.files["theory_grid"] = {f"{theory_key('linear', p, N, H)}/theory.npz": _theory_run(rng, tg.iters, True)
+                                  for p in tg.param_lrs for N in tg.widths for H in tg.depths}
+    store.files["theory_width"] = {
+        f"{theory_key(a, p, N, tw.depth)}/theory.npz": _theory_run(rng, tw.iters, a == "linear")
+        for a in tw.acts for p in tw.params for N in tw.widths}
+
+
+@pytest.fixture(scope="module")
+def full_store(hessian_store) -> tuple[Store, MupcAnalysisParams]:
+    store, cfg, _, _ = hessian_store
+    _fwd_store(store, cfg)
+    _theory_store(store, cfg)
+    return store, cfg
+
+
+def test_extract_gathers_the_headline_numbers(full_store):
+    store, cfg = full_store
+    out = extract(store.ctx(cfg, "extract", "analysis_metrics"), "analysis_metrics")
+    m = out.metrics
+    assert set(m) == {"profile", "hessian_init", "fwd_pass", "theory_grid", "theory_width"} and m["profile"] == "smoke"
+    assert out.json["headline.json"] == m
+    # κ at the grid corners of the linear configs only
+    assert set(m["hessian_init"]) == {"kappa/mupc_standard_gauss_skips", "kappa/sp_standard_no_skips"}
+    c = hessian_configs(cfg.hessian)[0]
+    cells = store.files["hessian_init"][f"{hessian_key(c)}/summary.json"]["cells"]
+    assert m["hessian_init"]["kappa/mupc_standard_gauss_skips"] == {f"N{x['N']}_H{x['H']}": x["kappa"] for x in cells}
+    fp = cfg.fwd_pass
+    arr = store.files["fwd_pass"][f"{fwd_key('linear', 'sgd', 'sp_skips')}/fwd_pass.npz"]["avg_activity_l2_per_N_L"]
+    assert m["fwd_pass"]["rms_t0_hidden_L2/linear_sp_skips"][f"N{fp.widths[1]}_L{fp.depths[0]}"] == arr[2, 0, 1, 0]
+    assert set(m["theory_grid"]) == {"ratio_t0/sp", "ratio_t0/mupc"} and len(m["theory_grid"]["ratio_t0/sp"]) == 9
+    tanh = m["theory_width"]["ratio_t0/tanh_mupc_H2"]
+    assert set(tanh) == {f"N{N}{s}" for N in cfg.theory_width.widths for s in ("", "_max_eq_residual")}
+    assert "N1_max_eq_residual" not in m["theory_width"]["ratio_t0/linear_sp_H2"]
+    assert out.run_metrics["theory_grid/ratio_t0/sp/N1_H1"] == m["theory_grid"]["ratio_t0/sp"]["N1_H1"]
+
+
+def _finite_images(fig: Any) -> list[np.ndarray]:
+    return [np.asarray(im.get_array(), dtype=float) for ax in fig.axes for im in ax.images]
+
+
+@pytest.mark.parametrize("fam", ["F1", "F3"])
+def test_histogram_figures(full_store, fam):
+    store, cfg = full_store
+    figs = RENDERERS[fam](lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
+    rows = len(cfg.hessian.acts) if fam == "F1" else 3  # F1: one row per act; F3: D, O, H_theory (linear)
+    assert [f.id for f in figs] == [f"{fam}_mupc_standard_gauss_skips_decay0_seed0",
+                                    f"{fam}_sp_standard_no_skips_decay0_seed0"]
+    for f in figs:
+        assert f.family == fam and f.sources == [("train", "hessian_init")] and f.plotly is None
+        axes = f.mpl.axes
+        assert len(axes) == 2 * rows
+        for ax in axes[0::2]:  # across H at N = max: one step histogram per depth
+            assert len(ax.patches) == len(cfg.hessian.depths) and "N=4" in ax.get_title()
+        for ax in axes[1::2]:
+            assert len(ax.patches) == len(cfg.hessian.widths) and "H=3" in ax.get_title()
+        plt.close(f.mpl)
+
+
+@pytest.mark.parametrize("fam,panels", [("F2", 3 * 2), ("F4", 9)])
+def test_phase_diagram_figures(full_store, fam, panels):
+    store, cfg = full_store
+    figs = RENDERERS[fam](lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
+    assert len(figs) == 2
+    for f in figs:
+        images = _finite_images(f.mpl)
+        assert len(images) == panels and len(f.mpl.axes) == 2 * panels  # each panel has its colorbar
+        assert all(im.shape == (2, 2) for im in images)
+        assert all(np.isfinite(im).any() for im in images)
+        assert f.mpl.get_suptitle().endswith(f.id[len(fam) + 1:])
+        plt.close(f.mpl)
+
+
+def test_forward_pass_figures(full_store):
+    store, cfg = full_store
+    fp = cfg.fwd_pass
+    read = store.files["fwd_pass"].__getitem__
+    f5 = RENDERERS["F5"](read, cfg, "fwd_pass")
+    assert len(f5) == len(fp.acts) * len(fp.optims) * 2 * len(fp.plot_ts) == 12
+    assert f5[0].id == "F5_linear_sgd_avg_activity_l1_t0"
+    f6 = RENDERERS["F6"](read, cfg, "fwd_pass")
+    assert [f.id for f in f6] == [f"F6_{a}_{o}" for a in fp.acts for o in fp.optims]
+    for f, ncol in [(f5[0], 1 + len(fp.slice_widths)), (f6[0], 1 + 2 * len(fp.slice_widths))]:
+        axes = f.mpl.axes
+        assert len(axes) == len(fp.variants) * ncol
+        assert all(len(ax.lines) == 5 for ax in axes)  # layers 1, L/4, L/2, 3L/4, L
+        assert all(np.isfinite(ax.lines[0].get_ydata()).all() for ax in axes)
+        assert axes[0].get_yscale() == "log"  # sp variants in log y
+    last = f6[0].mpl.axes[-1]  # over steps t at L = max
+    assert list(last.lines[0].get_xdata()) == list(range(fp.checks))
+    for f in f5 + f6:
+        plt.close(f.mpl)
+
+
+def test_theory_figures_through_render(full_store):
+    store, cfg = full_store
+    out = render(store.ctx(cfg, "render", "F26"), "F26")
+    tg = cfg.theory_grid
+    assert [f.id for f in out.figures] == ["F26_sp", "F26_mupc"]
+    for f in out.figures:
+        images = _finite_images(f.mpl)
+        assert len(images) == len(tg.plot_iters) and all(im.shape == (3, 3) for im in images)
+        assert all(np.nanmin(im) >= 1.0 for im in images)  # ℒ/F* >= 1
+        texts = sum(len(ax.texts) for ax in f.mpl.axes)
+        assert texts == (len(tg.plot_iters) * 9 if f.id == "F26_mupc" else 0)  # μPC cells annotated
+        plt.close(f.mpl)
+    out = render(store.ctx(cfg, "render", "F27"), "F27")
+    tw = cfg.theory_width
+    assert [f.id for f in out.figures] == [f"F27_{a}_{p}" for a in tw.acts for p in tw.params]
+    for f in out.figures:
+        energy_ax, loss_ax, ratio_ax = f.mpl.axes
+        assert len(energy_ax.lines) == len(tw.plot_widths) + 1 and len(ratio_ax.lines) == len(tw.plot_widths)
+        assert all(len(line.get_ydata()) == tw.iters for line in loss_ax.lines)
+        assert ("max residual" in f.mpl.get_suptitle()) == (not f.id.startswith("F27_linear"))
+        plt.close(f.mpl)

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.studies.mupc.analysis import hessian as hz  # noqa: E402
-from pipeline.studies.mupc.energy import energy  # noqa: E402
-from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights  # noqa: E402
+from pipeline.studies.mupc import hessian as hz
+from pipeline.studies.mupc.energy import energy
+from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
 
 
 def main() -> None:

@@ -60,13 +60,21 @@ def write_unit(study: str, kind: str, unit: str, output: Output, tracker: Tracke
     if in_place:
         out.mkdir(parents=True, exist_ok=True)
         write_files(out, output)
-        children = log_runs(tracker, output.runs, out)
+        children = {**parts_children(out), **log_runs(tracker, output.runs, out)}
         write_json(out / "meta.json", {**provenance, **output.meta, "mlflow_children": children})
         return children
     with atomic_dir(out) as tmp:
         write_files(tmp, output)
         children = log_runs(tracker, output.runs, tmp)
         write_json(tmp / "meta.json", {**provenance, **output.meta, "mlflow_children": children})
+    return children
+
+
+def parts_children(out: Path) -> dict[str, str]:
+    """The MLflow child runs of every part a resumable unit holds, this run's and earlier ones'."""
+    children: dict[str, str] = {}
+    for meta in sorted(out.glob("*/**/meta.json")):
+        children.update(read_json(meta).get("mlflow_children", {}))
     return children
 
 

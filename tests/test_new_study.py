@@ -108,7 +108,8 @@ def test_a_new_study_needs_only_its_folder_and_params_section(repo_copy, mlflow_
     assert stages == ["tiny_train@flat", "tiny_train@steep", "tiny_render@fits", "report"]
     repo_copy.dvc("repro")
 
-    fits = {k: json.loads((root / f"artifacts/tiny/train/{k}/fit.json").read_text())["slope"] for k in ("flat", "steep")}
+    fits = {k: json.loads((root / f"artifacts/tiny/train/{k}/fit.json").read_text())["slope"]
+            for k in ("flat", "steep")}
     assert fits["flat"] == pytest.approx(0.0, abs=0.05) and fits["steep"] == pytest.approx(3.0, abs=0.05)
     manifest = json.loads((root / "reports/manifest.json").read_text())
     (entry,) = manifest["figures"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.studies.mupc.analysis import hessian as hz
+from pipeline.studies.mupc import hessian as hz
 from pipeline.studies.mupc.analysis import theory
 from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig, energy, errors, infer, weight_grads
 from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights, multipliers

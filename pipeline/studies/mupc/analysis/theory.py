@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.studies.mupc.analysis.hessian import Blocks, theory_blocks
 from pipeline.studies.mupc.energy import activity_grad, errors
+from pipeline.studies.mupc.hessian import Blocks, theory_blocks
 from pipeline.studies.mupc.model import (
     Multipliers,
     NetSpec,

@@ -17,7 +17,8 @@ import torch
 
 from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
-from pipeline.studies.mupc.analysis import fwdpass, hessian, theory
+from pipeline.studies.mupc import hessian
+from pipeline.studies.mupc.analysis import fwdpass, theory
 from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
 from pipeline.studies.mupc.analysis.layout import (
     FWD_METRICS,

@@ -1,1 +1,36 @@
-"""μPC study, training part."""
+"""mupc_training: the μPC training sweeps (spec §5) and the figures drawn from them (spec §6).
+
+train@<sweep>    S1–S12 (PC), B1–B2 (BP): every run of the sweep, resumable run by run
+render@F<k>      F7–F25 from exactly the sweeps the family reads; headline numbers ->
+                 reports/metrics/mupc_training_render@F<k>.json
+"""
+
+from pipeline.contract import Family, Study
+from pipeline.studies.mupc.training.config import FAMILY_OPTIONS, TrainingParams
+
+# What every sweep reads besides its own grid (hessian_dense_max_n: only sweeps that monitor H_z).
+TRAIN_KEYS = ("data", "dtype", "allow_tf32", "threads", "max_stack", "train_loss_log_every")
+RENDER_KEYS = ("figures.families.{unit}", "figures.chance", "figures.selection")
+
+
+def train_keys(cfg: TrainingParams, unit: str) -> list[str]:
+    hessian = ["hessian_dense_max_n"] if cfg.sweeps[unit].metrics == "hessian" else []
+    return ["sweeps.{unit}", *TRAIN_KEYS, *hessian]
+
+
+def render_keys(cfg: TrainingParams, unit: str) -> list[str]:
+    return [*RENDER_KEYS, *(f"figures.{k}" for k in FAMILY_OPTIONS[unit])]
+
+
+STUDY = Study(
+    name="mupc_training",
+    title="μPC: training sweeps and their figures",
+    schema=TrainingParams,
+    families=(
+        Family("train", entry="pipeline.studies.mupc.training.train", units=lambda cfg: list(cfg.sweep_ids),
+               params=train_keys, datasets=lambda cfg, unit: cfg.sweeps[unit].datasets(), resumable=True),
+        Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(cfg.figures.families),
+               params=render_keys, metrics=True,
+               reads=lambda cfg, unit: [("train", s) for s in cfg.figures.families[unit].sweeps]),
+    ),
+)

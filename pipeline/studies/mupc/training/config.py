@@ -1,28 +1,24 @@
-"""Params schema of ``mupc.training``: the training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7.
+"""Schema of the ``mupc_training`` section of ``params.yaml``, resolved for the active profile.
 
-Layout in ``params.yaml``::
+The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, and the figures F7–F25 drawn from them
+(spec §6, with the notebook's best-learning-rate tables of §5.3 and the chance cells of §5.4)::
 
-    mupc:
-      training:
-        sweep_ids: [S1, ..., S12, B1, B2]      # the foreach keys of mupc_training_train
-        threads: 1                             # torch CPU threads per stage (ignored on CUDA)
-        profiles:
-          smoke | gpu_medium | paper:
-            data: {n_train: 2048, n_test: 1024}   # null = the full split
-            dtype: float32
-            allow_tf32: false
-            max_stack: 64                         # runs trained together in one group (0 = all)
-            hessian_dense_max_n: 4096             # dense eigvalsh up to this n = N·H
-            train_loss_log_every: 1               # MLflow subsampling of train_loss
-            sweeps:
-              S1:
-                kind: pc                          # pc | bp
-                metrics: hessian                  # basic | hessian
-                grids:                            # union of cartesian blocks
-                  - {datasets: [mnist], N: [128], H: [8, 16, 32], acts: [linear], skips: [false],
-                     init: standard, param: sp, T: [500], act_optim: gd, act_lrs: [0.5],
-                     param_lrs: [0.001], activity_decays: [0], epochs: 1, test_every: 100,
-                     seeds: [0, 1, 2]}
+    mupc_training:
+      sweep_ids: [S1, ..., S12, B1, B2]       # train units (one resumable stage per sweep)
+      threads: 1                              # torch CPU threads per stage (ignored on CUDA)
+      data: {n_train: null, n_test: null}     # first n images of each split; null = the full split
+      dtype: float32
+      sweeps:
+        S1:
+          kind: pc                            # pc | bp
+          metrics: hessian                    # basic | hessian
+          grids:                              # union of cartesian blocks
+            - {datasets: [mnist], N: [128], H: [8, 16, 32], acts: [linear], skips: [false],
+               init: standard, param: sp, T: [500], act_optim: gd, act_lrs: [0.5],
+               param_lrs: [0.001], activity_decays: [0], epochs: 1, test_every: 100, seeds: [0, 1, 2]}
+      figures:                                # render units F7…F25 and their choices
+        families: {F7: {sweeps: [S1]}, ...}
+      profiles: {smoke: {...}, gpu_medium: {...}, paper: {...}}   # overrides of the values above
 
 A sweep's runs are the union (first occurrence order, duplicates dropped) of the cartesian products
 of its blocks; ``T: ["H"]`` means T = H. For BP sweeps ``param_lrs`` are the BP learning rates and
@@ -35,14 +31,40 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pipeline.config import bounded, check, profiles_of
+from pipeline.config import bounded, check
 
 SWEEP_IDS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "B1", "B2")
+FAMILIES = tuple(f"F{i}" for i in range(7, 26))
+ACTS = ("linear", "tanh", "relu")
+DATASETS = ("mnist", "fashion_mnist")
 
 Dataset = Literal["mnist", "fashion_mnist"]
 Act = Literal["linear", "tanh", "relu"]
 Init = Literal["standard", "standard_gauss", "one_over_N", "orthogonal"]
 Param = Literal["sp", "mupc", "ntp", "depth_mup"]
+
+# The sweeps each figure family reads (its DVC deps), and the ``figures`` options it reads besides
+# ``families.<F>``, ``chance`` and ``selection`` (its params deps).
+FAMILY_SWEEPS: dict[str, tuple[str, ...]] = {
+    "F7": ("S1",), "F8": ("S1",), "F9": ("S2",), "F10": ("S3",), "F11": ("S4",), "F12": ("S9",),
+    "F13": ("S6",), "F14": ("S7",), "F15": ("S6",), "F16": ("S10",), "F17": ("S11",),
+    "F18": ("S6", "S12", "B2"), "F19": ("S10", "S11", "B2"), "F20": ("S12",), "F21": ("B1",),
+    "F22": ("S5",), "F23": ("S7",), "F24": ("S6",), "F25": ("S8",),
+}
+FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
+    "F7": ("clean_variants",), "F8": ("clean_variants", "best_lrs.S1"), "F9": ("clean_variants", "best_lrs.S2"),
+    "F10": ("clean_variants", "best_lrs.S3"), "F11": ("clean_variants", "best_lrs.S4"),
+    "F12": ("clean_variants", "best_lrs.mupc"), "F13": ("clean_variants", "best_lrs.mupc"),
+    "F14": ("clean_variants", "best_lrs.mupc"), "F15": ("clean_variants", "best_lrs.mupc"),
+    "F16": ("clean_variants",), "F17": ("clean_variants",),
+    "F18": ("clean_variants", "best_lrs.mupc", "best_lrs.S12", "best_lrs.bp", "chance_cells"),
+    "F19": ("clean_variants", "best_lrs.bp", "max_seeds_128"),
+    "F20": ("clean_variants", "best_lrs.S12", "chance_cells"), "F21": ("clean_variants",), "F22": (),
+    "F23": ("clean_variants",), "F24": ("clean_variants",), "F25": ("clean_variants",),
+}
+
+
+# ----------------------------------------------------------------------------- sweeps
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,9 @@ class Sweep:
             else:
                 check(all(g.skips), f"{gp}.skips", g.skips, "[true] (BP Depth-μP networks always use skips)")
 
+    def datasets(self) -> list[str]:
+        return sorted({d for g in self.grids for d in g.datasets})
+
 
 @dataclass(frozen=True)
 class DataSubset:
@@ -99,40 +124,115 @@ class DataSubset:
     n_test: int | None = bounded(64, None)  # first n images of the test split; null = all
 
 
+# ----------------------------------------------------------------------------- figures
+
+
 @dataclass(frozen=True)
-class TrainingProfile:
-    data: DataSubset
-    sweeps: dict[str, Sweep]
-    dtype: Literal["float32", "float64"] = "float32"
-    allow_tf32: bool = False  # CUDA only; recorded in every run's config.json
-    max_stack: int = bounded(0, None, default=64)  # runs per stacked group (0 = no limit)
-    hessian_dense_max_n: int = bounded(1, None, default=4096)
-    train_loss_log_every: int = bounded(1, None, default=1)
+class FamilySpec:
+    sweeps: list[str]  # the sweeps the family reads (its DVC deps); must be FAMILY_SWEEPS[family]
+    datasets: list[str] | None = None  # restrict the datasets drawn (None: all in the sweep)
+    acts: list[str] | None = None  # restrict the activations drawn (None: all in the sweep)
+
+    def check(self, path: str) -> None:
+        for s in self.sweeps:
+            check(s in SWEEP_IDS, f"{path}.sweeps", s, ", ".join(SWEEP_IDS))
+        for d in self.datasets or []:
+            check(d in DATASETS, f"{path}.datasets", d, ", ".join(DATASETS))
+        for a in self.acts or []:
+            check(a in ACTS, f"{path}.acts", a, ", ".join(ACTS))
 
 
-Profiles = profiles_of(TrainingProfile)
+@dataclass(frozen=True)
+class MupcBest:
+    param_lr: dict[str, float]  # dataset -> param lr (MNIST 0.1, F-MNIST 0.05)
+    act_lr: dict[str, float]  # act -> activity lr (linear, tanh 1; relu 0.5)
+
+
+@dataclass(frozen=True)
+class BestLrs:
+    """The notebook's hard-coded choices (spec §5.3). Keys: dataset, act, H (as text)."""
+
+    S1: dict[str, dict[str, dict[str, float]]]  # activity lr, GD, param lr 1e-3
+    S2: dict[str, dict[str, dict[str, float]]]  # Adam on activities
+    S3: dict[str, dict[str, dict[str, float]]]  # skips
+    S4: dict[str, dict[str, dict[str, float]]]  # orthogonal init
+    mupc: MupcBest
+    S12: dict[str, dict[str, list[float]]]  # act -> H -> [param lr, act lr] (SP, N=512, skips)
+    bp: dict[str, dict[str, dict[str, float]]]  # dataset -> epochs -> act -> lr (Depth-μP BP)
+
+    def check(self, path: str) -> None:
+        for name in ("S1", "S2", "S3", "S4"):
+            table = getattr(self, name)
+            for ds, by_act in table.items():
+                check(ds in DATASETS, f"{path}.{name}", ds, ", ".join(DATASETS))
+                for act, by_h in by_act.items():
+                    check(act in ACTS, f"{path}.{name}.{ds}", act, ", ".join(ACTS))
+                    for h, lr in by_h.items():
+                        check(h.isdigit(), f"{path}.{name}.{ds}.{act}", h, "integer H keys")
+                        check(lr > 0, f"{path}.{name}.{ds}.{act}.{h}", lr, "a positive lr")
+        for act, by_h in self.S12.items():
+            check(act in ACTS, f"{path}.S12", act, ", ".join(ACTS))
+            for h, pair in by_h.items():
+                check(len(pair) == 2 and all(v > 0 for v in pair), f"{path}.S12.{act}.{h}", pair,
+                      "[param lr, activity lr], both positive")
+        for ds in self.mupc.param_lr:
+            check(ds in DATASETS, f"{path}.mupc.param_lr", ds, ", ".join(DATASETS))
+        for act in self.mupc.act_lr:
+            check(act in ACTS, f"{path}.mupc.act_lr", act, ", ".join(ACTS))
+
+
+@dataclass(frozen=True)
+class FiguresParams:
+    families: dict[str, FamilySpec]  # render units
+    best_lrs: BestLrs
+    # "table": the notebook's §5.3 values (must exist in the profile's grids; checked at render);
+    # "computed": per cell the lr with the best mean-over-seeds final test accuracy (an empty run
+    # counts as chance) among the runs of the active profile — the rule the notebook's authors
+    # used to fill their tables, applied to the grids that exist (smoke, gpu_medium).
+    selection: Literal["table", "computed"]
+    # SP-baseline cells (S12 / F18 / F20) drawn as chance without loading: act -> list of H.
+    chance_cells: dict[str, list[int]]
+    chance: float = bounded(0.0, 100.0, default=10.0)  # % accuracy substituted for failed runs
+    clean_variants: bool = True  # also render the spec's clean aggregation (padding, masking)
+    max_seeds_128: int = bounded(1, None, default=3)  # F19 reads the first seeds of S10 (notebook: 3)
+
+    def check(self, path: str) -> None:
+        for fam, spec in self.families.items():
+            check(fam in FAMILIES, f"{path}.families", fam, ", ".join(FAMILIES))
+            need = FAMILY_SWEEPS[fam]
+            check(sorted(spec.sweeps) == sorted(need), f"{path}.families.{fam}.sweeps", spec.sweeps,
+                  f"the sweeps {list(need)} (this family reads exactly those)")
+        for act in self.chance_cells:
+            check(act in ACTS, f"{path}.chance_cells", act, ", ".join(ACTS))
+
+
+# ----------------------------------------------------------------------------- the section
 
 
 @dataclass(frozen=True)
 class TrainingParams:
-    sweep_ids: list[str]
-    profiles: Profiles
+    sweep_ids: list[str]  # train units
+    data: DataSubset
+    sweeps: dict[str, Sweep]
+    figures: FiguresParams
     threads: int = bounded(1, None, default=1)
+    dtype: Literal["float32", "float64"] = "float32"
+    allow_tf32: bool = False  # CUDA only; recorded in every run's config.json
+    max_stack: int = bounded(0, None, default=64)  # runs per stacked group (0 = no limit)
+    hessian_dense_max_n: int = bounded(1, None, default=4096)  # dense eigvalsh up to this n = N·H
+    train_loss_log_every: int = bounded(1, None, default=1)  # MLflow subsampling of train_loss
 
     def check(self, path: str) -> None:
         for sid in self.sweep_ids:
             check(sid in SWEEP_IDS, f"{path}.sweep_ids", sid, f"one of {list(SWEEP_IDS)}")
         check(len(set(self.sweep_ids)) == len(self.sweep_ids), f"{path}.sweep_ids", self.sweep_ids,
               "unique ids")
-        for pname in ("smoke", "gpu_medium", "paper"):
-            prof: TrainingProfile = getattr(self.profiles, pname)
-            pp = f"{path}.profiles.{pname}.sweeps"
-            check(sorted(prof.sweeps) == sorted(self.sweep_ids), pp, sorted(prof.sweeps),
-                  f"exactly the sweep_ids {self.sweep_ids}")
-            for sid, sw in prof.sweeps.items():
-                want = "bp" if sid.startswith("B") else "pc"
-                check(sw.kind == want, f"{pp}.{sid}.kind", sw.kind, repr(want))
-
-    def profile(self, name: str) -> TrainingProfile:
-        check(name in ("smoke", "gpu_medium", "paper"), "profile", name, "smoke, gpu_medium, paper")
-        return getattr(self.profiles, name)
+        check(sorted(self.sweeps) == sorted(self.sweep_ids), f"{path}.sweeps", sorted(self.sweeps),
+              f"exactly the sweep_ids {self.sweep_ids}")
+        for sid, sw in self.sweeps.items():
+            want = "bp" if sid.startswith("B") else "pc"
+            check(sw.kind == want, f"{path}.sweeps.{sid}.kind", sw.kind, repr(want))
+        for fam, spec in self.figures.families.items():
+            for s in spec.sweeps:
+                check(s in self.sweep_ids, f"{path}.figures.families.{fam}.sweeps", s,
+                      f"a sweep of sweep_ids {self.sweep_ids}")

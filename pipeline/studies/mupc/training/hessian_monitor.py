@@ -1,7 +1,7 @@
 """Activity-Hessian extremes during training (spec §2.1, §2.5): λmin, λmax, κ = |λmax| / |λmin|.
 
 H_z of one sample (batch of one, no 1/B) over the hidden activities, in float64, from the analysis
-part's block formulas (:func:`pipeline.studies.mupc.analysis.hessian.hessian_blocks`). Up to
+engine's block formulas (:func:`pipeline.studies.mupc.hessian.hessian_blocks`). Up to
 ``dense_max_n`` = N·H all runs are diagonalised densely in one batched ``eigvalsh``; above it each
 run goes through the structured extremes (Lanczos on the block-tridiagonal mat-vec for λmax,
 shift-invert with a banded Cholesky for λmin, spec §2.6). The method used is recorded.
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.studies.mupc.analysis.hessian import Blocks, hessian_blocks, to_dense
-from pipeline.studies.mupc.analysis.hessian import extremes as structured_extremes
+from pipeline.studies.mupc.hessian import Blocks, hessian_blocks, to_dense
+from pipeline.studies.mupc.hessian import extremes as structured_extremes
 from pipeline.studies.mupc.model import NetSpec, Weights
 
 

@@ -1,11 +1,11 @@
-"""Sweeps → runs, and the on-disk run records of a sweep stage.
+"""Sweeps → runs, and the records of a sweep stage.
 
-* :func:`expand` turns one sweep of the active profile into its :class:`RunConfig` list (the union of
-  the cartesian products of its grid blocks, first-occurrence order, duplicates dropped).
-* A sweep stage owns ``artifacts/mupc/train/<sweep>/`` (:func:`sweep_dir`); each finished run has
-  ``runs/<rc.hash()>/config.json`` and ``runs/<rc.hash()>/arrays.npz`` (see ``runs.py``), and the
-  stage writes ``index.json`` listing the runs of the active profile (key, hash, status).
-* :func:`load_run` is what renderers use: ``load_run(sweep_dir("S6"), rc) -> (config, arrays)``.
+* :func:`expand` turns one sweep of the resolved section into its :class:`RunConfig` list (the union
+  of the cartesian products of its grid blocks, first-occurrence order, duplicates dropped).
+* A sweep unit owns ``artifacts/mupc_training/train/<sweep>/``; each finished run is a part
+  ``runs/<rc.hash()>/`` with ``config.json`` (:func:`run_record`) and ``arrays.npz`` (see ``runs.py``),
+  and the unit's final output is ``index.json`` (:func:`sweep_index`) listing the runs of the active
+  profile (RunConfig fields, key, hash, status): what the renderers read.
 * :func:`stack_groups` partitions runs into groups trained together along the run axis: runs that
   share every shape-relevant field (dataset, N, H, act, skips, init, param, T, act optim, activity
   decay, epochs, test_every, metrics, kind) and differ only in seed, act lr and param lr.
@@ -15,19 +15,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from pipeline.io import read_json, read_npz, write_json, write_npz
-from pipeline.paths import study_dir
 from pipeline.studies.mupc.runs import STATUSES, RunConfig
 from pipeline.studies.mupc.training.config import Grid, Sweep, TrainingParams
 
 CONFIG_FILE = "config.json"
 ARRAYS_FILE = "arrays.npz"
 INDEX_FILE = "index.json"
+# Settings of a run's config.json that must match for a finished run to be kept on resumption
+# (the RunConfig itself is matched through its hash).
+RESUME_KEYS = ("data", "dtype", "allow_tf32")
 
 
 def resolve_T(T: int | str, H: int) -> int:
@@ -61,12 +59,11 @@ def expand_sweep(sweep: Sweep) -> list[RunConfig]:
     return list(seen)
 
 
-def expand(cfg: TrainingParams, sweep_id: str, profile: str) -> list[RunConfig]:
-    """All runs of sweep ``sweep_id`` (S1…S12, B1, B2) under ``profile`` (smoke|gpu_medium|paper)."""
-    prof = cfg.profile(profile)
-    if sweep_id not in prof.sweeps:
-        raise KeyError(f"mupc.training: sweep {sweep_id!r} is not defined; known: {sorted(prof.sweeps)}")
-    return expand_sweep(prof.sweeps[sweep_id])
+def expand(cfg: TrainingParams, sweep_id: str) -> list[RunConfig]:
+    """All runs of sweep ``sweep_id`` (S1…S12, B1, B2) of the resolved section."""
+    if sweep_id not in cfg.sweeps:
+        raise KeyError(f"mupc_training: sweep {sweep_id!r} is not defined; known: {sorted(cfg.sweeps)}")
+    return expand_sweep(cfg.sweeps[sweep_id])
 
 
 # ----------------------------------------------------------------------------- stacking
@@ -94,66 +91,34 @@ def stack_groups(runs: Iterable[RunConfig], max_stack: int = 0) -> list[list[Run
 # ----------------------------------------------------------------------------- run records
 
 
-def sweep_dir(sweep_id: str) -> Path:
-    """``artifacts/mupc/train/<sweep_id>``."""
-    return study_dir("mupc", "train", sweep_id)
+def run_part(rc: RunConfig) -> str:
+    """The run's sub-folder of the sweep unit (a part of the resumable unit)."""
+    return f"runs/{rc.hash()}"
 
 
-def run_dir(sweep: Path, rc: RunConfig) -> Path:
-    return Path(sweep) / "runs" / rc.hash()
-
-
-def save_run(sweep: Path, rc: RunConfig, status: str, arrays: dict[str, Any], extra: dict[str, Any]) -> Path:
-    """Write a run's arrays, then its config.json (the completion marker), each atomically."""
+def run_record(rc: RunConfig, status: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """A run's ``config.json``: its RunConfig, key, hash, status and the stage's settings."""
     if status not in STATUSES:
         raise ValueError(f"status {status!r} is not one of {STATUSES}")
-    d = run_dir(sweep, rc)
-    write_npz(d / ARRAYS_FILE, **{k: np.asarray(v) for k, v in arrays.items()})
-    write_json(d / CONFIG_FILE, {"run": rc.as_params(), "key": rc.key(), "hash": rc.hash(), "status": status,
-                                 **extra})
-    return d
+    return {"run": rc.as_params(), "key": rc.key(), "hash": rc.hash(), "status": status, **extra}
 
 
-def read_config(sweep: Path, rc: RunConfig) -> dict[str, Any] | None:
-    p = run_dir(sweep, rc) / CONFIG_FILE
-    if not p.exists():
-        return None
-    try:
-        return read_json(p)
-    except (OSError, ValueError):
-        return None
-
-
-def is_done(sweep: Path, rc: RunConfig, data: dict[str, Any] | None = None) -> bool:
-    """A run is done when its config.json has the same hash, a final status and the same data subset
-    (and its arrays exist); such runs are skipped on resumption."""
-    cfg = read_config(sweep, rc)
-    if cfg is None or cfg.get("hash") != rc.hash() or cfg.get("status") not in STATUSES:
+def is_done(record: dict[str, Any] | None, rc: RunConfig, settings: dict[str, Any]) -> bool:
+    """A run is done when an earlier ``config.json`` has its hash, a final status and the same
+    :data:`RESUME_KEYS` settings; such runs are skipped on resumption. A run's folder is written
+    whole (config.json and arrays.npz together), so the record stands for its arrays too."""
+    if record is None or record.get("hash") != rc.hash() or record.get("status") not in STATUSES:
         return False
-    if data is not None and cfg.get("data") != data:
-        return False
-    return (run_dir(sweep, rc) / ARRAYS_FILE).exists()
+    return all(record.get(k) == settings[k] for k in RESUME_KEYS)
 
 
-def load_run(sweep: Path, rc: RunConfig) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """``(config_dict, arrays_dict)`` of one finished run; FileNotFoundError if it has not run.
-
-    ``config_dict`` has ``run`` (RunConfig fields), ``key``, ``hash``, ``status``
-    (finished|diverged|no_learning), ``stop_iter``, ``data``, ``device``, ``dtype``...; arrays as
-    listed in ``runs.py`` (``batch_train_losses``, ``test_accs`` in %, ``test_losses``, PC:
-    ``n_infer_iters``; metrics == "hessian": ``lambda_min``, ``lambda_max``, ``cond_nums``).
-    """
-    d = run_dir(sweep, rc)
-    cfg = read_config(sweep, rc)
-    if cfg is None:
-        raise FileNotFoundError(f"run {rc.key()} has no {CONFIG_FILE} under {d}")
-    return cfg, read_npz(d / ARRAYS_FILE)
-
-
-def write_index(sweep: Path, sweep_id: str, profile: str, runs: list[RunConfig]) -> Path:
+def sweep_index(sweep_id: str, profile: str, runs: list[RunConfig],
+                records: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """``index.json``: every run of the sweep under the active profile with its record's status."""
     entries = []
     for rc in runs:
-        cfg = read_config(sweep, rc)
-        entries.append({"key": rc.key(), "hash": rc.hash(), "status": cfg.get("status") if cfg else None,
-                        "stop_iter": cfg.get("stop_iter") if cfg else None})
-    return write_json(Path(sweep) / INDEX_FILE, {"sweep": sweep_id, "profile": profile, "runs": entries})
+        rec = records.get(rc.hash())
+        entries.append({"key": rc.key(), "hash": rc.hash(), "run": rc.as_params(),
+                        "status": rec.get("status") if rec else None,
+                        "stop_iter": rec.get("stop_iter") if rec else None})
+    return {"sweep": sweep_id, "profile": profile, "runs": entries}

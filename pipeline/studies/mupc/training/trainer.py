@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pipeline.data import load_split, normalised
 from pipeline.studies.mupc.energy import (
     Adam,
     EnergyTerms,
@@ -44,6 +45,7 @@ from pipeline.studies.mupc.energy import (
 from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights, multipliers, phi
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
+from pipeline.studies.mupc.training.sweeps import stack_key
 
 NO_LEARNING_ACC = 15.0
 DATA_STATS = {"mnist": (0.1307, 0.3081), "fashion_mnist": (0.5, 0.5)}
@@ -65,8 +67,6 @@ class DataSet:
 
 def load_dataset(name: str, n_train: int | None, n_test: int | None, device: str | torch.device,
                  dtype: torch.dtype = torch.float32, batch_size: int = 64, root: Any = None) -> DataSet:
-    from pipeline.data import load_split, normalised
-
     mean, std = DATA_STATS[name]
     out = []
     for train, n in ((True, n_train), (False, n_test)):
@@ -319,8 +319,6 @@ def train_bp_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
 def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
                 dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096) -> list[RunResult]:
     """Train runs that share one stack key (see ``sweeps.stack_key``) together."""
-    from pipeline.studies.mupc.training.sweeps import stack_key
-
     if len({stack_key(rc) for rc in runs}) != 1:
         raise ValueError("train_group: runs differ in a shape/schedule field; split them with stack_groups")
     if runs[0].kind == "bp":

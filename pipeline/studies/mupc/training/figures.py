@@ -1,9 +1,9 @@
-"""Renderers of the training figures F7–F25 (spec §6), matplotlib, one function per family.
+"""render@F<k>: the training figures F7–F25 (spec §6), matplotlib, one function per family.
 
-Each renderer takes its grid from the runs of the sweeps it reads (expanded from the training
-params of the active profile) and its choices (best learning rates, chance cells) from
-``mupc.figures``; it returns :class:`Figure` records and fills ``env.headline`` with the numbers
-that go into ``reports/metrics/mupc_figures.json``. Panels the notebook writes as one file per
+Each renderer takes its grid from the runs of the sweeps it reads (the index of each sweep's train
+unit) and its choices (best learning rates, chance cells) from ``mupc_training.figures``; it returns
+:class:`Figure` records and fills ``env.headline`` with the numbers that become the family's metrics
+(``reports/metrics/mupc_training_render@F<k>.json``). Panels the notebook writes as one file per
 activation (or per H) are combined as subplots of one figure per dataset.
 """
 
@@ -14,18 +14,16 @@ import math
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import numpy as np
 
-from pipeline.plotting import save_mpl
-from pipeline.stage import Figure
-from pipeline.studies.mupc.figures import aggregate as ag
-from pipeline.studies.mupc.figures.config import FamilySpec, FiguresParams, FiguresProfile
-from pipeline.studies.mupc.figures.source import RenderError, Sweeps
+from pipeline.contract import Context, Figure, Output
+from pipeline.plotting import plt
 from pipeline.studies.mupc.runs import RunConfig, fmt_num
+from pipeline.studies.mupc.training import aggregate as ag
+from pipeline.studies.mupc.training.config import FamilySpec, FiguresParams
+from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
 
 DS_NAME = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 CLEAN_NOTE = "clean aggregation: early-stopped seeds padded with chance to the expected length"
@@ -36,9 +34,7 @@ class Env:
     family: str
     spec: FamilySpec
     cfg: FiguresParams
-    prof: FiguresProfile
     sweeps: Sweeps
-    out: Path
     headline: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -85,7 +81,7 @@ def sweep_runs(env: Env, sweep: str) -> list[RunConfig]:
     runs = restrict(env, env.sweeps.runs(sweep))
     if not runs:
         raise RenderError(f"{env.family}: sweep {sweep} has no runs for the datasets/acts drawn "
-                          f"(mupc.figures.families.{env.family})")
+                          f"(mupc_training.figures.families.{env.family})")
     return runs
 
 
@@ -128,9 +124,9 @@ def choose(env: Env, sweep: str, cells: list[list[RunConfig]], table: tuple[floa
         choice = common[0]
         rec[what] = {"param_lr": choice[0], "act_lr": choice[1], "rule": "only pair in grid"}
         return choice
-    if env.prof.selection == "table":
+    if env.cfg.selection == "table":
         if table is None:
-            raise RenderError(f"{env.family}: no table lr for {what} (mupc.figures.best_lrs)")
+            raise RenderError(f"{env.family}: no table lr for {what} (mupc_training.figures.best_lrs)")
         hits = [c for c in common if close(c[0], table[0]) and close(c[1], table[1])]
         if not hits:
             raise RenderError(
@@ -185,8 +181,7 @@ def grid_axes(nrows: int, ncols: int, w: float = 3.2, h: float = 2.5) -> tuple[p
 def finish(env: Env, fig: plt.Figure, fid: str, caption: str, seed: str, sources: Sequence[str],
            clean: bool = False) -> Figure:
     fig.tight_layout()
-    files = save_mpl(fig, env.out / fid)
-    return Figure(id=fid, files=files, caption=caption + (f" [{CLEAN_NOTE}]" if clean else ""),
+    return Figure(id=fid, mpl=fig, caption=caption + (f" [{CLEAN_NOTE}]" if clean else ""),
                   seed_figure=seed, sources=[("train", s) for s in dict.fromkeys(sources)],
                   family=env.family)
 
@@ -306,7 +301,7 @@ def sp_best(env: Env, sweep: str) -> list[Figure]:
                     f"best_cond_nums_{tag}{skipped}_{{act}}.pdf")
             figs.append(finish(env, fig, f"{env.family}_{name}_best_{ds}{suffix(clean)}",
                                f"{DS_NAME[ds]}, SP PC ({name}), best activity lr per (act, H) "
-                               f"(selection: {env.prof.selection}): top, test accuracy; bottom, condition "
+                               f"(selection: {env.cfg.selection}): top, test accuracy; bottom, condition "
                                f"number of the activity Hessian during training (row t at iteration "
                                f"t·test_every; unreached rows are NaN as in the notebook). Mean ± 1 std.",
                                seed, [sweep], clean))
@@ -418,7 +413,7 @@ def mupc_best(env: Env, sweep: str, over: str) -> list[Figure]:
             fid = f"{env.family}_mupc_best_{word}_{ds}{suffix(clean)}"
             figs.append(finish(env, fig, fid,
                                f"{DS_NAME[ds]}, μPC ResNets, best (param lr, act lr) per activation "
-                               f"(selection: {env.prof.selection}), test accuracy across {word}, "
+                               f"(selection: {env.cfg.selection}), test accuracy across {word}, "
                                "mean ± 1 std over seeds.",
                                f"pcn_results/{DS_NAME[ds]}/best_test_accs_{word}_muP_{{act}}.pdf",
                                [sweep], clean))
@@ -499,12 +494,12 @@ def mupc_long(env: Env, sweep: str) -> list[Figure]:
 def sp_cell(env: Env, sweep: str, runs: list[RunConfig], act: str, H: int, seeds: Sequence[int],
             ) -> tuple[list[np.ndarray], str]:
     """SP baseline test accuracies of one (act, H): chance cells → [chance]*3 per seed, unloaded."""
-    if ag.is_chance_cell(act, H, env.prof.chance_cells):
+    if ag.is_chance_cell(act, H, env.cfg.chance_cells):
         return [ag.chance_curve(3, env.chance) for _ in seeds], "chance (not loaded)"
     cell = pick(runs, act=act, H=H)
     if not cell:
         raise RenderError(f"{env.family}: {sweep} has no run for act={act}, H={H}; list it under "
-                          f"mupc.figures.profiles.<profile>.chance_cells if it is drawn as chance")
+                          f"mupc_training.figures.chance_cells if it is drawn as chance")
     pair = env.cfg.best_lrs.S12.get(act, {}).get(str(H))
     p_lr, a_lr = choose(env, sweep, [cell], None if pair is None else (pair[0], pair[1]), f"{sweep}/{act}/H={H}")
     return accs(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr)), f"param lr {p_lr:g}, act lr {a_lr:g}"
@@ -521,7 +516,7 @@ def sp_baseline(env: Env) -> list[Figure]:
         fig, axes = grid_axes(1, len(acts))
         for j, act in enumerate(acts):
             ar = pick(runs, act=act)
-            hs = sorted(set(values(ar, "H")) | set(env.prof.chance_cells.get(act, [])))
+            hs = sorted(set(values(ar, "H")) | set(env.cfg.chance_cells.get(act, [])))
             for H, col in zip(hs, colours("Blues", len(hs))):
                 series, how = sp_cell(env, sweep, ar, act, H, values(runs, "seed"))
                 ref = pick(ar, H=H)[:1] or ar[:1]
@@ -538,7 +533,7 @@ def sp_baseline(env: Env) -> list[Figure]:
         fig.suptitle(f"{DS_NAME[ds]}: SP PC with skips across depth" + (" (clean)" if clean else ""))
         figs.append(finish(env, fig, f"F20_sp_depth_{ds}{suffix(clean)}",
                            f"{DS_NAME[ds]}, SP PC ResNets (N={cell_width(runs)}), best lrs per (act, H); "
-                           f"chance cells {dict(env.prof.chance_cells)} drawn as 10 % without loading, as in "
+                           f"chance cells {dict(env.cfg.chance_cells)} drawn as 10 % without loading, as in "
                            "the notebook.",
                            f"pcn_results/{DS_NAME[ds]}/best_test_accs_depth_SP_{{act}}.pdf", [sweep], clean))
     return figs
@@ -623,7 +618,7 @@ def deep_comparison(env: Env) -> list[Figure]:
         for j, (sweep, runs) in enumerate(items):
             ax = axes[0, j]
             p_lr, a_lr = choose(env, sweep, [runs], None, f"{sweep}/{runs[0].dataset}")
-            chosen = by_seed(pick(runs, param_lr=p_lr, act_lr=a_lr))[: env.prof.max_seeds_128]
+            chosen = by_seed(pick(runs, param_lr=p_lr, act_lr=a_lr))[: env.cfg.max_seeds_128]
             rc = chosen[0]
             bp_all, bp_lr_v = bp_cell(env, "B2", rc.dataset, rc.act, rc.H, rc.epochs)
             seeds = [r.seed for r in chosen]
@@ -858,3 +853,55 @@ RENDERERS: dict[str, Callable[[Env], list[Figure]]] = {
     "F24": lambda e: transfer_contours(e, "S6", "H"),
     "F25": lambda e: transfer_contours(e, "S8", None),
 }
+
+
+# ----------------------------------------------------------------------------- metrics, entry
+
+
+def transfer(headline: dict) -> dict:
+    """Contour optima (notebook aggregation, loss) per act: the distinct (act lr, param lr) found, in the
+    order of the sorted keys (as the headline is stored)."""
+    out: dict[str, dict] = {}
+    for key, opt in sorted(headline.get("contour_optimum", {}).items()):
+        parts = key.split("/")
+        if parts[0] != "notebook" or parts[2] != "loss" or opt is None:
+            continue
+        act = parts[1]
+        rec = out.setdefault(act, {"optima": {}, "distinct": []})
+        rec["optima"][parts[3] if len(parts) > 3 else "all"] = opt
+        pair = [opt["act_lr"], opt["param_lr"]]
+        if pair not in rec["distinct"]:
+            rec["distinct"].append(pair)
+    return out
+
+
+# The study-level names of a family's headline numbers: the transfer claim (F23 width, F24 depth),
+# μPC best accuracy per N (F14) and per H (F15), paper Fig. 1 (F18).
+DERIVED: dict[str, tuple[str, Callable[[dict], Any]]] = {
+    "F14": ("mupc_best_final_acc_per_N", lambda h: h.get("best_final_acc", {})),
+    "F15": ("mupc_best_final_acc_per_H", lambda h: h.get("best_final_acc", {})),
+    "F18": ("fig1_final_acc", lambda h: h.get("final_acc", {})),
+    "F23": ("transfer_width", transfer),
+    "F24": ("transfer_depth", transfer),
+}
+
+
+def render_family(cfg: FiguresParams, profile: str, unit: str, sweeps: Sweeps) -> tuple[list[Figure], dict]:
+    """The figures of family ``unit`` and its headline numbers."""
+    env = Env(family=unit, spec=cfg.families[unit], cfg=cfg, sweeps=sweeps)
+    figs = RENDERERS[unit](env)
+    return figs, {"family": unit, "profile": profile, "selection": cfg.selection, **env.headline}
+
+
+def family_metrics(unit: str, headline: dict) -> dict:
+    """The family's metrics: its headline, plus the study-level name of its key numbers."""
+    if unit not in DERIVED:
+        return headline
+    key, fn = DERIVED[unit]
+    return {**headline, key: fn(headline)}
+
+
+def render(ctx: Context, unit: str) -> Output:
+    figs, headline = render_family(ctx.cfg.figures, ctx.profile, unit, from_reader(ctx.read))
+    ctx.log(f"{len(figs)} figures")
+    return Output(figures=figs, metrics=family_metrics(unit, headline))

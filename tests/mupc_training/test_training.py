@@ -1,11 +1,11 @@
-"""μPC training part: sweep expansion, validation, Hessian monitor, stacked trainers, early stopping,
-resumption, and a μPC run that learns MNIST."""
+"""μPC training sweeps: params (profiles, validation), sweep expansion, Hessian monitor, stacked
+trainers, early stopping, resumption of a sweep unit, and a μPC run that learns MNIST."""
 
 from __future__ import annotations
 
 import copy
-import json
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,26 +13,28 @@ import pytest
 import torch
 import yaml
 
-from pipeline.config import ConfigError, validate
+from pipeline.config import ConfigError, load_section
+from pipeline.contract import Context, Output
+from pipeline.records import read_file, write_files
 from pipeline.studies.mupc.energy import energy
 from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
+from pipeline.studies.mupc.training import train as train_mod
 from pipeline.studies.mupc.training.config import TrainingParams
-from pipeline.studies.mupc.training.runner import run_sweep
-from pipeline.studies.mupc.training.sweeps import expand, load_run, stack_groups
+from pipeline.studies.mupc.training.sweeps import expand, stack_groups
 from pipeline.studies.mupc.training.trainer import DataSet, load_dataset, train_group
-from pipeline.tracking import Tracker
 
 ROOT = Path(__file__).resolve().parents[2]
+SECTION = "mupc_training"
 
 
-def raw_training() -> dict:
-    return yaml.safe_load((ROOT / "params.yaml").read_text())["mupc"]["training"]
+def raw_section() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())[SECTION]
 
 
-def training_cfg(raw: dict | None = None) -> TrainingParams:
-    return validate(TrainingParams, raw or raw_training(), "mupc.training")
+def training_cfg(raw: dict | None = None, profile: str = "smoke") -> TrainingParams:
+    return load_section(TrainingParams, {SECTION: raw or raw_section()}, SECTION, profile)
 
 
 def synthetic(n_train=512, n_test=128, D=20, seed=0, random_test_labels=False) -> DataSet:
@@ -56,51 +58,86 @@ def pc_run(**kw) -> RunConfig:
 # ----------------------------------------------------------------------------- params
 
 
+def test_every_profile_resolves_with_its_values():
+    smoke, medium, paper = (training_cfg(profile=p) for p in ("smoke", "gpu_medium", "paper"))
+    assert smoke.data.n_train == 2048 and smoke.data.n_test == 1024 and smoke.train_loss_log_every == 1
+    assert medium.data.n_train is None and medium.train_loss_log_every == 10 and paper.data.n_test is None
+    assert smoke.sweeps["S1"].grids[0].N == [16] and smoke.sweeps["S1"].grids[0].T == [20]
+    assert medium.sweeps["S1"].grids[0].T == [200] and paper.sweeps["S1"].grids[0].T == [500]
+    assert medium.sweeps["S11"].grids[0].epochs == 3 and paper.sweeps["S11"].grids[0].epochs == 15
+    assert all(c.sweeps["S9"].kind == "pc" and c.sweeps["S9"].metrics == "hessian" for c in (smoke, medium, paper))
+    assert (smoke.figures.selection, medium.figures.selection, paper.figures.selection) == (
+        "computed", "computed", "table")
+    assert smoke.figures.chance_cells == {}
+    assert medium.figures.chance_cells == paper.figures.chance_cells == {"linear": [32, 64, 128], "relu": [64, 128]}
+    assert smoke.figures.best_lrs.mupc.act_lr["relu"] == 0.5 and paper.figures.max_seeds_128 == 3
+    assert {s: c.sweeps[s].datasets() for c in (smoke,) for s in ("S1", "S5", "S8")} == {
+        "S1": ["fashion_mnist", "mnist"], "S5": ["mnist"], "S8": ["fashion_mnist"]}
+
+
 def test_paper_grids_match_spec_counts():
-    cfg = training_cfg()
-    n = {s: len(expand(cfg, s, "paper")) for s in cfg.sweep_ids}
+    cfg = training_cfg(profile="paper")
+    n = {s: len(expand(cfg, s)) for s in cfg.sweep_ids}
     assert n["S1"] + n["S2"] + n["S3"] == 486 and n["S4"] == 234 and n["S5"] == 54
     assert n["S6"] == 1980 and n["S7"] == 1980 and n["S8"] == 396 and n["S9"] == 27
     assert n["S10"] == 5 and n["S11"] == 3 and n["S12"] == 30 and n["B1"] == 135 and n["B2"] == 15
-    s6 = expand(cfg, "S6", "paper")
+    s6 = expand(cfg, "S6")
     assert {rc.T for rc in s6 if rc.H == 64} == {64}  # T = "H"
-    s4 = expand(cfg, "S4", "paper")
+    s4 = expand(cfg, "S4")
     assert max(rc.H for rc in s4 if rc.act == "relu") == 32 and max(rc.H for rc in s4 if rc.act == "tanh") == 128
-    assert all(rc.kind == "bp" and rc.skips for rc in expand(cfg, "B1", "paper"))
+    assert all(rc.kind == "bp" and rc.skips for rc in expand(cfg, "B1"))
 
 
 def test_stack_groups_share_shapes():
-    cfg = training_cfg()
-    runs = expand(cfg, "S6", "smoke")
+    runs = expand(training_cfg(), "S6")
     groups = stack_groups(runs, max_stack=5)
     assert sum(len(g) for g in groups) == len(runs) and max(len(g) for g in groups) <= 5
     for g in groups:
         assert len({(rc.N, rc.H, rc.act, rc.T) for rc in g}) == 1
 
 
-@pytest.mark.parametrize("path,value,msg", [
-    (("profiles", "smoke", "sweeps", "S1", "grids", 0, "acts"), ["softplus"], "acts[0]"),
-    (("profiles", "smoke", "sweeps", "S6", "grids", 0, "T"), ["deep"], "T"),
-    (("profiles", "smoke", "sweeps", "S6", "grids", 0, "act_lrs"), [], "act_lrs"),
-    (("profiles", "paper", "sweeps", "B1", "metrics"), "hessian", "metrics"),
-    (("profiles", "smoke", "sweeps", "S2", "grids", 0, "param_lrs"), [0], "param_lrs"),
-    (("sweep_ids",), ["S1", "S99"], "sweep_ids"),
+@pytest.mark.parametrize("profile,path,value,msg", [
+    ("smoke", ("profiles", "smoke", "sweeps", "S1", "grids", 0, "acts"), ["softplus"],
+     "mupc_training.sweeps.S1.grids[0].acts[0] = 'softplus'"),
+    ("smoke", ("profiles", "smoke", "sweeps", "S6", "grids", 0, "T"), ["deep"], "T"),
+    ("smoke", ("profiles", "smoke", "sweeps", "S6", "grids", 0, "act_lrs"), [], "act_lrs"),
+    ("paper", ("sweeps", "B1", "metrics"), "hessian", "mupc_training.sweeps.B1.metrics = 'hessian'"),
+    ("smoke", ("profiles", "smoke", "sweeps", "S2", "grids", 0, "param_lrs"), [0], "param_lrs"),
+    ("gpu_medium", ("sweep_ids",), ["S1", "S99"], "sweep_ids"),
+    ("smoke", ("profiles", "smoke", "data", "n_train"), 10, "mupc_training.data.n_train = 10"),
+    ("paper", ("dtype",), "float16", "'float32', 'float64'"),
+    ("paper", ("figures", "families", "F7", "sweeps"), ["S2"], "reads exactly"),
+    ("smoke", ("figures", "families", "F30"), {"sweeps": ["S1"]}, "F30"),
+    ("smoke", ("figures", "families", "F18", "acts"), ["gelu"], "gelu"),
+    ("paper", ("profiles", "paper", "figures", "selection"), "best", "mupc_training.figures.selection = 'best'"),
+    ("smoke", ("figures", "best_lrs", "S12", "relu", 8), [0.1], "param lr, activity lr"),
+    ("smoke", ("figures", "chance"), 120.0, "120"),
+    ("gpu_medium", ("profiles", "gpu_medium", "figures", "chance_cells"), {"swish": [8]}, "swish"),
 ])
-def test_params_validation_errors(path, value, msg):
-    raw = copy.deepcopy(raw_training())
+def test_params_validation_errors(profile, path, value, msg):
+    raw = copy.deepcopy(raw_section())
     node = raw
     for k in path[:-1]:
         node = node[k]
     node[path[-1]] = value
     with pytest.raises(ConfigError, match=re.escape(msg)):
-        training_cfg(raw)
+        training_cfg(raw, profile)
 
 
-def test_missing_sweep_in_a_profile_is_an_error():
-    raw = copy.deepcopy(raw_training())
-    del raw["profiles"]["gpu_medium"]["sweeps"]["S7"]
-    with pytest.raises(ConfigError, match="gpu_medium.sweeps"):
+def test_sweeps_must_match_sweep_ids_and_families_their_sweeps():
+    raw = copy.deepcopy(raw_section())
+    del raw["sweeps"]["S7"]  # the smoke override alone has no kind
+    with pytest.raises(ConfigError, match=re.escape("mupc_training.sweeps.S7.kind is missing")):
         training_cfg(raw)
+    raw = copy.deepcopy(raw_section())
+    raw["sweep_ids"].remove("S7")
+    with pytest.raises(ConfigError, match="exactly the sweep_ids"):
+        training_cfg(raw, "paper")
+    raw["sweeps"].pop("S7")
+    for prof in raw["profiles"].values():
+        prof.get("sweeps", {}).pop("S7", None)
+    with pytest.raises(ConfigError, match=re.escape("mupc_training.figures.families.F14.sweeps")):
+        training_cfg(raw, "paper")
 
 
 # ----------------------------------------------------------------------------- Hessian monitor
@@ -202,25 +239,38 @@ def test_early_stop_divergence_and_no_learning():
 # ----------------------------------------------------------------------------- stage, resumption
 
 
-class FakeCtx:
-    def __init__(self, out: Path, profile: str = "smoke"):
-        self.out_dir, self.profile, self.device = out, profile, "cpu"
-        self.tracker = Tracker("mupc", "test", {}, enabled=False).__enter__()
-        self.meta: dict = {}
+def context(out: Path, cfg: TrainingParams, unit: str) -> Context:
+    """The runner's context for a train unit whose folder is ``out`` (nothing else is read)."""
 
-    def log(self, msg):
-        pass
+    def own(name: str):
+        return read_file(out / name) if (out / name).exists() else None
 
-    def provenance(self):
-        return {"git_commit": "test", "data_sha256": {}}
+    def reader(kind: str, u: str, name: str):
+        raise AssertionError("a train unit reads no other unit")
 
-    def write_meta(self, **kw):
-        self.meta = kw
-        (self.out_dir / "meta.json").write_text(json.dumps(kw, default=str))
+    return Context(study=SECTION, kind="train", unit=unit, profile="smoke", cfg=cfg, device="cpu",
+                   stage=f"{SECTION}_train@{unit}", provenance={"git_commit": "test", "data_sha256": {}},
+                   reader=reader, own=own, log=lambda _m: None)
+
+
+def drive(ctx: Context, out: Path) -> tuple[list[Output], Output]:
+    """What the runner does with a resumable unit: write each yielded part at once, then the final output."""
+    gen = train_mod.train(ctx, ctx.unit)
+    parts = []
+    while True:
+        try:
+            part = next(gen)
+        except StopIteration as stop:
+            write_files(out, stop.value)
+            return parts, stop.value
+        assert part.part is not None
+        (out / part.part).mkdir(parents=True, exist_ok=True)
+        write_files(out / part.part, part)
+        parts.append(part)
 
 
 def tiny_raw() -> dict:
-    raw = copy.deepcopy(raw_training())
+    raw = copy.deepcopy(raw_section())
     sm = raw["profiles"]["smoke"]
     sm["data"] = {"n_train": 256, "n_test": 128}
     sm["max_stack"] = 2
@@ -229,7 +279,7 @@ def tiny_raw() -> dict:
     return raw
 
 
-def test_resumption_recomputes_only_missing_runs(tmp_path):
+def test_resumption_recomputes_only_missing_runs(tmp_path, monkeypatch):
     cfg = training_cfg(tiny_raw())
     data = synthetic(n_train=256, n_test=128, D=784)
     calls: list[list[str]] = []
@@ -238,37 +288,55 @@ def test_resumption_recomputes_only_missing_runs(tmp_path):
         calls.append([rc.hash() for rc in group])
         return train_group(group, *a)
 
-    def loader(*a, **k):
-        return data
-
+    monkeypatch.setattr(train_mod, "train_group", counting)
+    monkeypatch.setattr(train_mod, "load_dataset", lambda name, n_train, n_test, device, dtype: DataSet(
+        data.x_train.to(dtype), data.y_train.to(dtype), data.x_test.to(dtype), data.y_test.to(dtype), data.subset))
     out = tmp_path / "S9"
     out.mkdir()
-    runs = expand(cfg, "S9", "smoke")
+    runs = expand(cfg, "S9")
     assert len(runs) == 3
-    s1 = run_sweep(FakeCtx(out), cfg, "S9", trainer=counting, loader=loader)
+    parts, final = drive(context(out, cfg, "S9"), out)
+    s1 = final.meta["summary"]
     assert s1["n_trained"] == 3 and sum(len(c) for c in calls) == 3 and len(calls) == 2  # max_stack 2
-    first = {rc.hash(): load_run(out, rc) for rc in runs}
-    index = json.loads((out / "index.json").read_text())
+    assert [p.part for p in parts] == [f"runs/{rc.hash()}" for rc in runs]
+    for p, rc in zip(parts, runs):  # one MLflow child per run: params, series, final numbers, arrays
+        (child,) = p.runs
+        assert child.name == f"S9/{rc.hash()}" and child.params["hash"] == rc.hash()
+        assert child.artifacts == ["arrays.npz"] and child.tags["run_key"] == rc.key()
+        assert {"test_acc", "test_loss", "train_loss", "kappa"} <= set(child.series)
+        steps, vals = child.series["kappa"]
+        assert list(steps[:2]) == [0, 2] and len(vals) == len(steps)
+        assert child.metrics["iterations"] == len(p.arrays["arrays.npz"]["batch_train_losses"])
+        assert (child.failed is None) == (p.json["config.json"]["status"] == "finished")
+    first = {rc.hash(): read_file(out / "runs" / rc.hash() / "arrays.npz") for rc in runs}
+    index = read_file(out / "index.json")
     assert [e["hash"] for e in index["runs"]] == [rc.hash() for rc in runs]
+    assert [RunConfig(**e["run"]) for e in index["runs"]] == runs
     assert all(e["status"] in ("finished", "diverged", "no_learning") for e in index["runs"])
+    record = read_file(out / "runs" / runs[0].hash() / "config.json")
+    assert record["hash"] == runs[0].hash() and record["data"] == {"n_train": 256, "n_test": 128}
+    assert record["dtype"] == "float32" and record["run"] == runs[0].as_params()
 
     calls.clear()
-    s2 = run_sweep(FakeCtx(out), cfg, "S9", trainer=counting, loader=loader)
-    assert calls == [] and s2["n_skipped"] == 3 and s2["n_trained"] == 0
+    parts, final = drive(context(out, cfg, "S9"), out)
+    assert calls == [] and parts == [] and final.meta["summary"]["n_skipped"] == 3
+    assert final.meta["summary"]["n_trained"] == 0
 
     victim = runs[1]
-    import shutil
-
     shutil.rmtree(out / "runs" / victim.hash())
-    s3 = run_sweep(FakeCtx(out), cfg, "S9", trainer=counting, loader=loader)
-    assert calls == [[victim.hash()]] and s3["n_trained"] == 1
-    cfg2, arr2 = load_run(out, victim)
-    _compare(arr2, first[victim.hash()][1])  # same numbers when recomputed alone
-    # a half-written run (no config.json) counts as unfinished
+    parts, final = drive(context(out, cfg, "S9"), out)
+    assert calls == [[victim.hash()]] and final.meta["trained"] == [victim.hash()]
+    _compare(read_file(out / "runs" / victim.hash() / "arrays.npz"), first[victim.hash()])  # same numbers alone
+    # a run without config.json, or recorded with other settings, counts as unfinished
     (out / "runs" / runs[0].hash() / "config.json").unlink()
     calls.clear()
-    run_sweep(FakeCtx(out), cfg, "S9", trainer=counting, loader=loader)
+    drive(context(out, cfg, "S9"), out)
     assert calls == [[runs[0].hash()]]
+    raw = tiny_raw()
+    raw["profiles"]["smoke"]["dtype"] = "float64"
+    calls.clear()
+    drive(context(out, training_cfg(raw), "S9"), out)
+    assert sorted(h for c in calls for h in c) == sorted(rc.hash() for rc in runs)
 
 
 # ----------------------------------------------------------------------------- real data

@@ -1,5 +1,6 @@
-"""Synthetic sweeps in the documented run format (``runs/<hash>/config.json`` + ``arrays.npz``) with
-smoke-like grids, for the figure renderers' tests. Some runs stop early (diverged, empty arrays)."""
+"""Synthetic sweeps in the train units' format (``index.json``, ``runs/<hash>/config.json`` +
+``arrays.npz``) with smoke-like grids, for the figure renderers' tests. Some runs stop early
+(diverged, empty arrays)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.io import write_json, write_npz
+from pipeline.records import read_file
 from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.training.sweeps import run_record, sweep_index
 
 ITERS_PER_EPOCH = 32
 ACTS = ("linear", "tanh", "relu")
@@ -84,11 +87,27 @@ def arrays_for(rc: RunConfig) -> tuple[dict[str, np.ndarray], str]:
 
 
 def write_sweeps(root: Path, g: dict[str, list[RunConfig]]) -> None:
-    """``root/<sweep>/runs/<hash>/{config.json,arrays.npz}`` + ``root/<sweep>/meta.json``."""
+    """``root/<sweep>/runs/<hash>/{config.json,arrays.npz}`` + ``root/<sweep>/{index.json,meta.json}``."""
     for sweep, runs in g.items():
+        records = {}
         for rc in runs:
             arrays, status = arrays_for(rc)
             d = root / sweep / "runs" / rc.hash()
             write_npz(d / "arrays.npz", **arrays)
-            write_json(d / "config.json", {"config": rc.as_params(), "key": rc.key(), "status": status})
+            records[rc.hash()] = run_record(rc, status, {"stop_iter": len(arrays["batch_train_losses"])})
+            write_json(d / "config.json", records[rc.hash()])
+        write_json(root / sweep / "index.json", sweep_index(sweep, "smoke", runs, records))
         write_json(root / sweep / "meta.json", {"stage": f"mupc_training_train@{sweep}", "mlflow_run_id": None})
+
+
+def reader(root: Path):
+    """A stage reader (``ctx.read``) over the synthetic train units under ``root``."""
+
+    def read(kind: str, unit: str, name: str):
+        assert kind == "train", kind
+        path = root / unit / name
+        if not path.exists():
+            raise FileNotFoundError(path)
+        return read_file(path)
+
+    return read

@@ -1,1 +1,0 @@
-"""μPC study, figures part."""

@@ -1,0 +1,113 @@
+"""train@<sweep>: expand one sweep, skip its finished runs, train the rest in stacked groups.
+
+The unit is resumable: each run of a group is yielded as the part ``runs/<hash>/`` (``config.json``,
+``arrays.npz``, its MLflow child) as soon as the group ends, so killing the stage and rerunning it
+recomputes only the unfinished runs (at group granularity); a run is kept when its earlier record
+matches (:func:`~pipeline.studies.mupc.training.sweeps.is_done`). The final output is the sweep's
+``index.json``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+import torch
+
+from pipeline.contract import Context, Output, Run
+from pipeline.studies.mupc.training.config import TrainingParams
+from pipeline.studies.mupc.training.sweeps import (
+    ARRAYS_FILE,
+    CONFIG_FILE,
+    INDEX_FILE,
+    expand,
+    is_done,
+    run_part,
+    run_record,
+    stack_groups,
+    sweep_index,
+)
+from pipeline.studies.mupc.training.trainer import DataSet, RunResult, load_dataset, train_group
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int) -> Run:
+    """MLflow child run per config × seed: flattened RunConfig params, per-evaluation test_acc and
+    test_loss, train_loss (every ``every`` iterations), κ where monitored, final numbers, the arrays."""
+    rc = res.rc
+    params = {**rc.as_params(), "key": rc.key(), "hash": rc.hash(), "sweep": unit,
+              "data.n_train": extra["data"]["n_train"], "data.n_test": extra["data"]["n_test"],
+              "device": extra["device"], "dtype": extra["dtype"], "allow_tf32": extra["allow_tf32"]}
+    a = res.arrays
+    te = rc.test_every
+    series: dict[str, tuple[Any, Any]] = {}
+    if len(a["test_accs"]):
+        steps = [(t + 1) * te for t in range(len(a["test_accs"]))]
+        series.update(test_acc=(steps, a["test_accs"]), test_loss=(steps, a["test_losses"]))
+    tl = a["batch_train_losses"]
+    if len(tl):
+        idx = np.arange(0, len(tl), every)
+        series["train_loss"] = (idx + 1, np.where(np.isfinite(tl[idx]), tl[idx], np.nan))
+    if "cond_nums" in a and len(a["cond_nums"]):
+        series["kappa"] = ([t * te for t in range(len(a["cond_nums"]))], a["cond_nums"])
+    final: dict[str, float] = {"iterations": res.stop_iter}
+    if len(a["test_accs"]):
+        final["final_test_acc"] = float(a["test_accs"][-1])
+        final["max_test_acc"] = float(np.max(a["test_accs"]))
+    if len(tl) and np.isfinite(tl).any():
+        final["min_train_loss"] = float(np.nanmin(np.where(np.isfinite(tl), tl, np.nan)))
+    return Run(f"{unit}/{rc.hash()}", params, tags={"run_key": rc.key(), "status": res.status}, metrics=final,
+               series=series, artifacts=[ARRAYS_FILE], failed=None if res.status == "finished" else res.status)
+
+
+def run_output(unit: str, res: RunResult, extra: dict[str, Any], every: int) -> Output:
+    """One finished run as a part of the sweep unit."""
+    return Output(part=run_part(res.rc), json={CONFIG_FILE: run_record(res.rc, res.status, extra)},
+                  arrays={ARRAYS_FILE: {k: np.asarray(v) for k, v in res.arrays.items()}},
+                  runs=[child_run(unit, res, extra, every)])
+
+
+def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
+    """Train every unfinished run of sweep ``unit``; yields each run, returns the sweep's index."""
+    t0 = time.time()
+    cfg: TrainingParams = ctx.cfg
+    device = ctx.device
+    if str(device).startswith("cpu"):
+        torch.set_num_threads(cfg.threads)
+    elif torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = cfg.allow_tf32
+        torch.backends.cudnn.allow_tf32 = cfg.allow_tf32
+    dtype = DTYPES[cfg.dtype]
+    settings = {"data": {"n_train": cfg.data.n_train, "n_test": cfg.data.n_test}, "dtype": cfg.dtype,
+                "allow_tf32": cfg.allow_tf32}
+    runs = expand(cfg, unit)
+    todo = [rc for rc in runs if not is_done(ctx.previous(f"{run_part(rc)}/{CONFIG_FILE}"), rc, settings)]
+    groups = stack_groups(todo, cfg.max_stack)
+    ctx.log(f"{len(runs)} runs, {len(runs) - len(todo)} already done, {len(todo)} to train in {len(groups)} groups "
+            f"on {device}")
+    base = {**settings, "device": str(device), "git_commit": ctx.provenance["git_commit"],
+            "data_sha256": ctx.provenance["data_sha256"], "profile": ctx.profile}
+    cache: dict[str, DataSet] = {}
+    trained: list[str] = []
+    for gi, group in enumerate(groups):
+        ds = group[0].dataset
+        if ds not in cache:
+            cache[ds] = load_dataset(ds, cfg.data.n_train, cfg.data.n_test, device, dtype)
+        tg = time.time()
+        results = train_group(group, cache[ds], device, dtype, cfg.hessian_dense_max_n)
+        for res in results:
+            trained.append(res.rc.hash())
+            yield run_output(unit, res, {**base, "stop_iter": res.stop_iter, **res.extra}, cfg.train_loss_log_every)
+        st = Counter(r.status for r in results)
+        ctx.log(f"group {gi + 1}/{len(groups)}: {len(group)} runs N={group[0].N} H={group[0].H} {group[0].act} "
+                f"{group[0].dataset} in {time.time() - tg:.1f} s; {dict(st)}")
+    records = {rc.hash(): ctx.previous(f"{run_part(rc)}/{CONFIG_FILE}") for rc in runs}
+    statuses = Counter(rec["status"] if rec else "missing" for rec in records.values())
+    summary = {"n_runs": len(runs), "n_trained": len(trained), "n_skipped": len(runs) - len(todo),
+               "seconds": time.time() - t0, **{f"n_{k}": v for k, v in statuses.items()}}
+    return Output(json={INDEX_FILE: sweep_index(unit, ctx.profile, runs, records)},
+                  meta={"trained": trained, "summary": summary}, run_metrics=summary)

@@ -1,0 +1,210 @@
+"""Each figure family draws its figures from synthetic train units; headline numbers, the metrics the
+render returns, the selection rules and the errors of a render are checked by content."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import yaml
+from matplotlib.figure import Figure as MplFigure
+
+from pipeline.config import load_section
+from pipeline.contract import Context
+from pipeline.plotting import plt
+from pipeline.studies.mupc.training import aggregate as ag
+from pipeline.studies.mupc.training.config import FAMILY_SWEEPS, TrainingParams
+from pipeline.studies.mupc.training.figures import RENDERERS, render, render_family, transfer
+from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
+from tests.conftest import ROOT
+from tests.mupc_training.figures_synth import arrays_for, grids, reader, write_sweeps
+
+SECTION = "mupc_training"
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sweeps")
+    g = grids()
+    write_sweeps(root, g)
+    return root, g
+
+
+def raw_section() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())[SECTION]
+
+
+def training_cfg(raw: dict | None = None, clean: bool = False) -> TrainingParams:
+    """The repository's params (smoke); clean variants off unless asked (rendering is the cost)."""
+    raw = copy.deepcopy(raw or raw_section())
+    raw["figures"]["clean_variants"] = clean
+    return load_section(TrainingParams, {SECTION: raw}, SECTION, "smoke")
+
+
+def sweeps(g: dict, root) -> Sweeps:
+    """The grids ``g`` (edited by some tests) with the arrays of the synthetic units under ``root``."""
+    return Sweeps(expand=lambda s: g[s], load=from_reader(reader(root)).load)
+
+
+def draw(family: str, synth, raw: dict | None = None, clean: bool = False, g: dict | None = None):
+    root, grid = synth
+    return render_family(training_cfg(raw, clean).figures, "smoke", family, sweeps(g or grid, root))
+
+
+def drawn(ax) -> list[np.ndarray]:
+    """The y data of every line of an axes with at least one point."""
+    return [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines() if len(line.get_ydata())]
+
+
+@pytest.mark.parametrize("family", sorted(RENDERERS, key=lambda f: int(f[1:])))
+def test_family_draws_its_figures(family, synth):
+    clean = family in ("F7", "F18", "F23")
+    figs, head = draw(family, synth, clean=clean)
+    assert figs, family
+    assert len({f.id for f in figs}) == len(figs)
+    for f in figs:
+        assert f.family == family and f.id.startswith(family) and f.seed_figure and f.caption
+        assert f.sources and {s for _, s in f.sources} <= set(FAMILY_SWEEPS[family])
+        assert all(kind == "train" for kind, _ in f.sources)
+        assert isinstance(f.mpl, MplFigure) and f.plotly is None
+        axes = [ax for ax in f.mpl.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+        assert axes and (f.mpl.get_suptitle() or axes[0].get_title())
+        if family in ("F23", "F24", "F25"):  # heat maps: each panel has a mesh with finite cells
+            meshes = [c for ax in axes for c in ax.collections if hasattr(c, "get_array") and
+                      c.get_array() is not None]
+            assert meshes and all(np.isfinite(np.ma.filled(m.get_array(), np.nan)).any() for m in meshes)
+        else:  # curves: every panel draws at least one series with finite values
+            for ax in axes:
+                assert ax.get_xlabel() and ax.get_ylabel(), (f.id, ax)
+                ys = drawn(ax)
+                assert ys and any(np.isfinite(y).any() for y in ys), (f.id, ax.get_title())
+    assert any("clean" in f.id for f in figs) == (clean and family != "F22")
+    assert head["family"] == family and head["profile"] == "smoke" and head["selection"] == "computed"
+
+
+@pytest.mark.parametrize("family,ids", [
+    ("F7", ["F7_sp_gd_lr_sweep_fashion_mnist", "F7_sp_gd_lr_sweep_mnist"]),
+    ("F9", ["F9_sp_adam_best_mnist", "F9_sp_adam_lr_sweep_mnist"]),
+    ("F16", ["F16_mupc_deep_mnist"]),
+    ("F19", ["F19_deep_mupc_vs_pc_vs_bp"]),
+    ("F21", ["F21_bp_lr_sweep_fashion_mnist_2ep", "F21_bp_lr_sweep_mnist_1ep", "F21_bp_lr_sweep_mnist_2ep"]),
+    ("F22", ["F22_activity_decay_mnist"]),
+])
+def test_figure_ids_and_panels(family, ids, synth):
+    figs, _ = draw(family, synth)
+    assert sorted(f.id for f in figs) == ids
+    if family == "F7":  # rows = acts, columns = H of the synthetic S1 grid; one band per activity lr
+        fig = next(f.mpl for f in figs if f.id.endswith("_mnist") and "fashion" not in f.id)
+        assert len(fig.axes) == 3 * 2
+        assert {ax.get_title() for ax in fig.axes} == {f"{a}, H={h}" for a in ("linear", "tanh", "relu")
+                                                       for h in (2, 4)}
+        assert all(len(drawn(ax)) == 2 for ax in fig.axes)
+    if family == "F19":  # BP, PC (chance), μPC per dataset
+        (fig,) = [f.mpl for f in figs]
+        assert len(fig.axes) == 2 and all(len(drawn(ax)) == 3 for ax in fig.axes)
+        assert all(np.allclose(drawn(ax)[1], 10.0) for ax in fig.axes)
+
+
+def test_activity_decay_headline_matches_hand_computation(synth):
+    _, g = synth
+    _, head = draw("F22", synth)
+    for d in (0.1, 0.0):
+        runs = [rc for rc in g["S5"] if rc.activity_decay == d]
+        maxes = [max(arrays_for(rc)[0]["test_accs"]) for rc in sorted(runs, key=lambda r: r.seed)]
+        key = "0.1" if d == 0.1 else "0"
+        assert head["max_test_acc_per_decay"]["act_lr=0.5"][key] == pytest.approx(sum(maxes) / len(maxes))
+
+
+def test_best_lr_is_computed_from_final_accuracy(synth):
+    _, g = synth
+    _, head = draw("F8", synth)
+    sel = head["selected_lrs"]["mnist/relu/H=4"]
+    cell = [rc for rc in g["S1"] if rc.dataset == "mnist" and rc.act == "relu" and rc.H == 4]
+    score = {lr: ag.final_acc_score([arrays_for(rc)[0]["test_accs"] for rc in cell if rc.act_lr == lr])
+             for lr in (0.5, 0.05)}
+    assert sel["act_lr"] == max(score, key=score.get) and sel["rule"] == "computed"
+    assert sel["table"] is None  # the notebook table has no H = 4
+
+
+def test_contour_optimum_recorded(synth):
+    _, head = draw("F24", synth)
+    opt = head["contour_optimum"]
+    assert set(opt) >= {f"notebook/{a}/loss/H={h}" for a in ("linear", "tanh", "relu") for h in (2, 4, 8)}
+    assert all(v is None or set(v) == {"act_lr", "param_lr"} for v in opt.values())
+
+
+def test_table_selection_fails_clearly_on_smoke_grid(synth):
+    raw = raw_section()
+    raw["profiles"]["smoke"]["figures"]["selection"] = "table"
+    with pytest.raises(RenderError, match="not in the S1 grid|no table lr"):
+        draw("F8", synth, raw)
+
+
+def test_missing_sp_cell_names_chance_cells(synth):
+    _, g = synth
+    g2 = dict(g)
+    g2["S12"] = [rc for rc in g["S12"] if not (rc.act == "relu" and rc.H == 8)]
+    with pytest.raises(RenderError, match="chance_cells"):  # F18: μPC has H=8, the SP baseline not
+        draw("F18", synth, g=g2)
+    raw = raw_section()
+    raw["profiles"]["smoke"]["figures"]["chance_cells"] = {"relu": [8]}
+    _, head = draw("F20", synth, raw, g=g2)
+    assert head["final_acc"]["relu/H=8"]["mean_test_accs"] == [10.0, 10.0, 10.0]
+
+
+def test_run_missing_on_disk_is_an_error(synth):
+    _, g = synth
+    g2 = dict(g)
+    g2["S10"] = [g["S10"][0].__class__(**{**g["S10"][0].as_params(), "seed": 7})]
+    with pytest.raises(RenderError, match="missing"):
+        draw("F16", synth, g=g2)
+
+
+def test_headline_of_the_comparison(synth):
+    _, head = draw("F18", synth)
+    rec = head["final_acc"]["relu/H=8"]
+    assert set(rec) >= {"mupc", "pc", "bp"}
+
+
+def test_transfer_reshapes_the_notebook_loss_optima():
+    head = {"contour_optimum": {
+        "notebook/relu/loss/N=8": {"act_lr": 0.1, "param_lr": 0.1},
+        "notebook/relu/loss/N=16": {"act_lr": 1.0, "param_lr": 0.1},
+        "notebook/relu/loss/N=32": {"act_lr": 1.0, "param_lr": 0.1},
+        "notebook/tanh/loss/N=8": None,
+        "clean/relu/loss/N=8": {"act_lr": 0.1, "param_lr": 0.01},
+        "notebook/linear/acc": {"act_lr": 1.0, "param_lr": 0.01}}}
+    assert transfer(head) == {"relu": {"optima": {"N=8": {"act_lr": 0.1, "param_lr": 0.1},
+                                                  "N=16": {"act_lr": 1.0, "param_lr": 0.1},
+                                                  "N=32": {"act_lr": 1.0, "param_lr": 0.1}},
+                                       "distinct": [[1.0, 0.1], [0.1, 0.1]]}}  # sorted keys: N=16 first
+
+
+@pytest.mark.parametrize("family,key", [("F23", "transfer_width"), ("F22", None),
+                                        ("F15", "mupc_best_final_acc_per_H")])
+def test_render_entry_reads_the_train_units_and_returns_metrics(family, key, synth):
+    """``render(ctx, unit)``: run lists from each sweep's index.json, arrays through the reader."""
+    root, _ = synth
+    cfg = training_cfg()
+    ctx = Context(study=SECTION, kind="render", unit=family, profile="smoke", cfg=cfg, device="cpu",
+                  stage=f"{SECTION}_render@{family}", provenance={}, reader=reader(root), own=lambda _n: None,
+                  log=lambda _m: None)
+    out = render(ctx, family)
+    figs, head = draw(family, synth)
+    assert [f.id for f in out.figures] == [f.id for f in figs]
+    extra = {k: v for k, v in out.metrics.items() if k not in head}
+    assert json.dumps({k: out.metrics[k] for k in head}, sort_keys=True) == json.dumps(head, sort_keys=True)
+    if key is None:
+        assert extra == {}
+    else:
+        assert list(extra) == [key]
+        want = transfer(head) if key.startswith("transfer") else head["best_final_acc"]
+        assert extra[key] == want and extra[key]

@@ -4,8 +4,11 @@ import json
 
 import pytest
 
+from pipeline.contract import Output, Run
 from pipeline.io import atomic_dir, atomic_path, read_json, read_npz, write_json, write_npz
+from pipeline.records import write_part, write_unit
 from pipeline.report import build_manifest, gallery_html
+from pipeline.tracking import Tracker
 
 
 def test_failed_write_leaves_previous_file_intact(tmp_path):
@@ -74,3 +77,28 @@ def test_gallery_escapes_and_links_provenance():
     assert "src='../reports/figures/s/a.png'" in page
     assert "http://ui/#/experiments/1/runs/" + "r" * 32 in page
     assert json.dumps  # module used
+
+
+def test_resumable_unit_lists_the_runs_of_all_its_parts(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    prov = {"stage": "s_train@u"}
+    with Tracker("s", "s_train@u", {}) as tr:  # a first, interrupted invocation: one part done
+        write_part("s", "train", "u", Output(part="runs/a", json={"r.json": {"v": 1}}, runs=[Run("a")]), tr, prov)
+    with Tracker("s", "s_train@u", {}) as tr:  # the rerun trains the rest and finishes
+        write_part("s", "train", "u", Output(part="runs/b", json={"r.json": {"v": 2}}, runs=[Run("b")]), tr, prov)
+        children = write_unit("s", "train", "u", Output(json={"index.json": ["a", "b"]}), tr, prov, in_place=True)
+    out = tmp_path / "artifacts/s/train/u"
+    assert set(children) == {"a", "b"} and all(children.values())
+    assert read_json(out / "meta.json")["mlflow_children"] == children
+    assert read_json(out / "runs/a/r.json") == {"v": 1} and read_json(out / "index.json") == ["a", "b"]
+
+
+def test_a_failing_unit_leaves_the_previous_results_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    with Tracker("s", "s_train@u", {}, enabled=False) as tr:
+        write_unit("s", "train", "u", Output(json={"a.json": {"ok": True}}), tr, {}, in_place=False)
+        with pytest.raises(TypeError):
+            write_unit("s", "train", "u", Output(json={"a.json": {"ok": object()}}), tr, {}, in_place=False)
+    out = tmp_path / "artifacts/s/train/u"
+    assert read_json(out / "a.json") == {"ok": True}
+    assert sorted(p.name for p in out.parent.iterdir()) == ["u"], "no temporary folder is left behind"

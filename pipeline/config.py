@@ -245,27 +245,37 @@ def resolve(section: dict[str, Any], profile: str, path: str) -> dict[str, Any]:
 
 
 def sources_of(section: dict[str, Any], profile: str, key: str) -> list[str]:
-    """Where the resolved ``key`` (dotted) is written in a raw section: base and/or active override.
+    """Where the resolved ``key`` (dotted) comes from in a raw section, as exact as the merge allows.
 
-    ``*`` stands for the whole section (all base keys and the active profile's overrides).
+    A value the active profile replaces is named only in its override; a mapping both the base and
+    the override hold is split into its keys; the rest is named in the base. ``*`` stands for the
+    whole section. Values of other profiles are never named.
     """
-    if key == "*":
-        out = [k for k in section if k != PROFILES_KEY]
-        if (section.get(PROFILES_KEY) or {}).get(profile):
-            out.append(f"{PROFILES_KEY}.{profile}")
-        return out
-    found = []
-    over = (section.get(PROFILES_KEY) or {}).get(profile) or {}
-    for prefix, tree in (("", section), (f"{PROFILES_KEY}.{profile}.", over)):
-        node = tree
-        for part in key.split("."):
-            if not isinstance(node, dict) or part not in node:
-                node = _MISSING
-                break
-            node = node[part]
-        if node is not _MISSING:
-            found.append(prefix + key)
-    return found
+    base_root = {k: v for k, v in section.items() if k != PROFILES_KEY}
+    over_root = (section.get(PROFILES_KEY) or {}).get(profile) or {}
+    parts = [] if key == "*" else key.split(".")
+    base, over = _lookup(base_root, parts), _lookup(over_root, parts)
+    prefix = f"{PROFILES_KEY}.{profile}"
+    return _sources(base, over, ".".join(parts), ".".join([prefix, *parts]))
+
+
+def _lookup(tree: Any, parts: list[str]) -> Any:
+    for part in parts:
+        if not isinstance(tree, dict) or part not in tree:
+            return _MISSING
+        tree = tree[part]
+    return tree
+
+
+def _sources(base: Any, over: Any, base_key: str, over_key: str) -> list[str]:
+    if over is _MISSING:
+        return [] if base is _MISSING else [base_key]
+    if not (isinstance(base, dict) and isinstance(over, dict)):
+        return [over_key]  # the override replaces the base value
+    out = []
+    for k in dict.fromkeys([*base, *over]):
+        out += _sources(base.get(k, _MISSING), over.get(k, _MISSING), f"{base_key}.{k}".lstrip("."), f"{over_key}.{k}")
+    return out
 
 
 _MISSING = object()

@@ -114,13 +114,16 @@ def test_resolve_rejects_unknown_profile_names():
         resolve({**SECTION, "profiles": {"papr": {}}}, "smoke", "s")
 
 
-def test_sources_of_names_base_and_active_override_only():
-    assert sources_of(SECTION, "smoke", "grid.widths") == ["grid.widths", "profiles.smoke.grid.widths"]
+def test_sources_of_names_exactly_where_each_resolved_value_comes_from():
+    assert sources_of(SECTION, "smoke", "grid.widths") == ["profiles.smoke.grid.widths"]  # replaced
     assert sources_of(SECTION, "smoke", "grid.depth") == ["grid.depth"]
-    assert sources_of(SECTION, "smoke", "runs.b") == ["profiles.smoke.runs.b"]
+    assert sources_of(SECTION, "smoke", "grid") == ["profiles.smoke.grid.widths", "grid.depth"]
+    assert sources_of(SECTION, "smoke", "runs") == ["runs.a", "profiles.smoke.runs.b"]
     assert sources_of(SECTION, "paper", "grid.widths") == ["grid.widths"]
+    assert sources_of(SECTION, "paper", "lr") == ["profiles.paper.lr"]
     assert sources_of(SECTION, "smoke", "missing") == []
-    assert sources_of(SECTION, "smoke", "*") == ["lr", "grid", "runs", "profiles.smoke"]
+    assert sources_of(SECTION, "smoke", "*") == ["lr", "profiles.smoke.grid.widths", "grid.depth", "runs.a",
+                                                  "profiles.smoke.runs.b"]
     assert sources_of(SECTION, "gpu_medium", "*") == ["lr", "grid", "runs"]
 
 

@@ -1,9 +1,8 @@
-"""Params schema of the ``zero_init`` section (ZerO initialisation, Figure 3 of arXiv 2110.12661).
+"""Schema of the ``zero_init`` section of ``params.yaml`` (ZerO initialisation, Figure 3 of arXiv 2110.12661),
+resolved for the active profile.
 
-Runs and figures are profile-independent keys (the ``foreach`` keys of ``dvc.yaml``). The active
-profile decides how long each *setting* trains (epochs, data subset, log interval) and which runs
-each figure reads; a run that no figure of the active profile reads is skipped explicitly (logged,
-recorded in its ``meta.json`` and in ``reports/metrics/zero_init.json``).
+The profile decides how long each *setting* trains (``budgets``) and which runs each figure draws
+(``figures.<fig>.runs``); the train units are exactly the runs the figures draw.
 """
 
 from __future__ import annotations
@@ -11,31 +10,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pipeline.config import PROFILES, bounded, check
+from pipeline.config import bounded, check
 
 Init = Literal["zero", "partial_identity", "random", "one", "spray"]
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One training configuration (a ``zero_init_train`` unit)."""
+    """One training configuration (a ``zero_init_train`` unit when a figure draws it)."""
 
     init: Init
     n_h: int = bounded(1, 65536)
-    setting: str = "seed"  # a key of ``zero_init.settings`` (bias) and of each profile's settings
+    setting: str = "seed"  # a key of ``zero_init.settings`` (bias) and of ``zero_init.budgets``
 
 
 @dataclass(frozen=True)
 class Setting:
-    """What a setting fixes regardless of the profile."""
+    """What a setting fixes whatever the profile."""
 
     bias: float | None  # every bias initialised to this constant; null = layers without bias
-    label: str  # shown in captions, e.g. "seed notebook (bias 0.01)"
+    label: str  # what the setting is, e.g. "seed notebook: every bias 0.01"
 
 
 @dataclass(frozen=True)
 class Budget:
-    """How long runs of one setting train under one profile."""
+    """How long the runs of one setting train."""
 
     epochs: int = bounded(1, 1000)
     train_subset: int | None = bounded(64, 60000)  # first N training images; null = all 60000
@@ -45,14 +44,9 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class ProfileSpec:
-    settings: dict[str, Budget]  # setting key -> training budget under this profile
-
-
-@dataclass(frozen=True)
 class FigureSpec:
     seed_figure: str  # which figure of the seed notebook (or the official notebook) it reproduces
-    runs: dict[str, list[str]]  # profile -> run keys drawn, in legend order
+    runs: list[str]  # run keys drawn, in legend order
 
 
 @dataclass(frozen=True)
@@ -61,7 +55,7 @@ class Style:
 
     titles: dict[str, str]  # figure key -> caption title
     labels: dict[str, str]  # run key -> legend label (default: derived from init and n_h)
-    profile_notes: dict[str, str]  # profile -> caption sentence (stand-ins are labelled here)
+    profile_note: str  # the caption's last sentence: what the profile ran (stand-ins are labelled here)
 
 
 @dataclass(frozen=True)
@@ -76,41 +70,33 @@ class ZeroInitParams:
     input_dim_line: int = bounded(1)  # the dashed line of Figure 3 (784 = 28 * 28)
     init_seed: int = bounded(0)
     data_seed: int = bounded(0)
-    cpu_threads: int = bounded(1, 256)
-    runs: dict[str, RunSpec]
+    cpu_threads: int = bounded(1, 256)  # torch threads of a training run on the CPU
     settings: dict[str, Setting]
-    figures: dict[str, FigureSpec]
+    budgets: dict[str, Budget]  # setting key -> training budget
+    runs: dict[str, RunSpec]
+    figures: dict[str, FigureSpec]  # render units
     style: Style
-    summaries: dict[str, str]  # extract unit -> description (one unit writes the metrics JSON)
-    profiles: dict[str, ProfileSpec]
+    summaries: dict[str, str]  # extract unit -> description (one unit, the study's metrics)
+
+    def train_runs(self) -> list[str]:
+        """Run keys the figures draw, in first-use order (each trained once): the train units."""
+        return list(dict.fromkeys(key for fig in self.figures.values() for key in fig.runs))
 
     def check(self, path: str) -> None:
-        check(set(self.profiles) == set(PROFILES), f"{path}.profiles", sorted(self.profiles),
-              f"exactly the profiles {list(PROFILES)}")
         check(len(self.runs) > 0, f"{path}.runs", self.runs, "at least one run")
+        check(set(self.budgets) == set(self.settings), f"{path}.budgets", sorted(self.budgets),
+              f"exactly the settings {sorted(self.settings)}")
         for key, run in self.runs.items():
             check(run.setting in self.settings, f"{path}.runs.{key}.setting", run.setting,
                   f"a key of {path}.settings: {sorted(self.settings)}")
-        for prof, spec in self.profiles.items():
-            check(set(spec.settings) == set(self.settings), f"{path}.profiles.{prof}.settings",
-                  sorted(spec.settings), f"exactly the settings {sorted(self.settings)}")
         for fkey, fig in self.figures.items():
-            fpath = f"{path}.figures.{fkey}"
-            check(set(fig.runs) == set(PROFILES), f"{fpath}.runs", sorted(fig.runs),
-                  f"one run list per profile {list(PROFILES)}")
-            for prof, keys in fig.runs.items():
-                check(len(keys) > 0, f"{fpath}.runs.{prof}", keys, "at least one run key")
-                for k in keys:
-                    check(k in self.runs, f"{fpath}.runs.{prof}", k, f"run keys of {path}.runs: "
-                          f"{sorted(self.runs)}")
+            fpath = f"{path}.figures.{fkey}.runs"
+            check(len(fig.runs) > 0, fpath, fig.runs, "at least one run key")
+            for i, k in enumerate(fig.runs):
+                check(k in self.runs, f"{fpath}[{i}]", k, f"run keys of {path}.runs: {sorted(self.runs)}")
             check(fkey in self.style.titles, f"{path}.style.titles", sorted(self.style.titles),
                   f"a title for every figure, here {fkey!r}")
         for k in self.style.labels:
             check(k in self.runs, f"{path}.style.labels", k, f"run keys of {path}.runs: {sorted(self.runs)}")
-        check(set(self.style.profile_notes) == set(PROFILES), f"{path}.style.profile_notes",
-              sorted(self.style.profile_notes), f"exactly the profiles {list(PROFILES)}")
         check(self.summaries.keys() == {"summary"}, f"{path}.summaries", sorted(self.summaries),
               "exactly one unit, 'summary'")
-
-
-SCHEMA = ZeroInitParams

@@ -1,8 +1,11 @@
-"""One training run of the ZerO study: plain SGD on MNIST, ranks of the l3 residual every few steps."""
+"""train@<run>: one run of the ZerO study, plain SGD on MNIST with the ranks of the l3 residual every few
+steps. Returns ``result.json`` (the run's params and series) and one MLflow child run."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,6 +14,9 @@ from typing import Any
 import torch
 from torch.nn import functional as F  # noqa: N812
 
+from pipeline.contract import Context, Output, Run
+from pipeline.data import load_split, normalised
+from pipeline.studies.zero_init.config import ZeroInitParams
 from pipeline.studies.zero_init.model import MLP, residual_ranks
 
 
@@ -155,3 +161,56 @@ def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_te
     res.iterations = it
     res.seconds = {"total": time.time() - t0, "rank": t_rank}
     return res
+
+
+def run_params(cfg: ZeroInitParams, profile: str, unit: str) -> dict[str, Any]:
+    """The flattened configuration of one run (its MLflow params, kept in result.json)."""
+    run = cfg.runs[unit]
+    return {"run": unit, "init": run.init, "n_h": run.n_h, "setting": run.setting,
+            "bias": cfg.settings[run.setting].bias, **dataclasses.asdict(cfg.budgets[run.setting]), "lr": cfg.lr,
+            "batch_size": cfg.batch_size, "test_batch_size": cfg.test_batch_size,
+            "rank_tol": cfg.rank_tol, "rank_on": cfg.rank_on, "zero_scale": cfg.zero_scale,
+            "init_seed": cfg.init_seed, "data_seed": cfg.data_seed, "profile": profile}
+
+
+def train(ctx: Context, unit: str) -> Output:
+    cfg: ZeroInitParams = ctx.cfg
+    run = cfg.runs[unit]
+    b = cfg.budgets[run.setting]
+    device = ctx.device
+    if device == "cpu":
+        torch.set_num_threads(min(cfg.cpu_threads, os.cpu_count() or 1))
+    tr, te = load_split(cfg.dataset, train=True), load_split(cfg.dataset, train=False)
+    ntr, nte = b.train_subset or tr.labels.shape[0], b.test_subset or te.labels.shape[0]
+    # pixels in [0, 1] (ToTensor), no normalisation, as in the seed
+    x_tr = normalised(tr.images[:ntr], 0.0, 1.0, device)
+    x_te = normalised(te.images[:nte], 0.0, 1.0, device)
+    y_tr, y_te = tr.labels[:ntr].to(device), te.labels[:nte].to(device)
+    rc = RunConfig(init=run.init, n_h=run.n_h, bias=cfg.settings[run.setting].bias, epochs=b.epochs,
+                   lr=cfg.lr, batch_size=cfg.batch_size, test_batch_size=cfg.test_batch_size,
+                   log_interval=b.log_interval, max_iters=b.max_iters, rank_tol=cfg.rank_tol,
+                   rank_on=cfg.rank_on, zero_scale=cfg.zero_scale, init_seed=cfg.init_seed,
+                   data_seed=cfg.data_seed, input_dim=cfg.input_dim_line)
+    ctx.log(f"{run.init} n_h={run.n_h} setting={run.setting} epochs={b.epochs} "
+            f"train images={ntr} device={device}")
+    params = {**run_params(cfg, ctx.profile, unit), "train_images": ntr, "test_images": nte, "device": device}
+    res = train_run(rc, x_tr, y_tr, x_te, y_te, log=ctx.log)
+    first = res.first_iter_above(cfg.input_dim_line)
+    epochs = [t["epoch"] for t in res.test]
+    series = {"rank_w3_minus_i": (res.iters, res.rank_w3_minus_i),
+              "rank_w3_minus_w3_0": (res.iters, res.rank_w3_minus_w3_0),
+              "train_loss": (res.loss_iters, res.train_loss), "running_acc": (res.loss_iters, res.running_acc),
+              "test_acc": (epochs, [t["test_acc"] for t in res.test]),
+              "test_loss": (epochs, [t["test_loss"] for t in res.test])}
+    finals = {"final_rank_w3_minus_i": res.rank_w3_minus_i[-1], "final_rank_w3_minus_w3_0": res.rank_w3_minus_w3_0[-1],
+              "final_test_acc": res.test[-1]["test_acc"], "iterations": res.iterations,
+              "train_seconds": res.seconds["total"], "rank_seconds": res.seconds["rank"]}
+    if first is not None:
+        finals["first_iter_rank_above_input_dim"] = first
+    child = Run(unit, params, metrics=finals, series=series,
+                failed="training loss became non-finite" if res.diverged else None)
+    ctx.log(f"final rank(W3-I) {res.rank_w3_minus_i[-1]}, rank(W3-W3_0) {res.rank_w3_minus_w3_0[-1]}, "
+            f"test acc {res.test[-1]['test_acc']:.2f} %, {res.seconds['total']:.1f} s "
+            f"({res.seconds['rank']:.1f} s ranks)")
+    result = {"params": params, **res.to_json(), "first_iter_rank_above_input_dim": first}
+    return Output(json={"result.json": result}, runs=[child])

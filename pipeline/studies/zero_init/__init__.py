@@ -1,0 +1,45 @@
+"""zero_init: ZerO initialisation, Figure 3 of arXiv 2110.12661 (seed 003).
+
+train@<run>        one (init, n_h, setting) run the profile's figures draw: rank(W3 − I) per logged step
+extract@summary    final ranks and accuracies of those runs -> reports/metrics/zero_init_extract@summary.json
+render@<figure>    rank(W3 − I) against iterations for the figure's runs, with the input-dimension line
+"""
+
+from pipeline.contract import Family, Study
+from pipeline.studies.zero_init.config import ZeroInitParams
+
+# what a train unit reads besides its run, its setting's bias and its setting's budget
+TRAIN_KEYS = ("dataset", "lr", "batch_size", "test_batch_size", "rank_tol", "rank_on", "zero_scale",
+              "input_dim_line", "init_seed", "data_seed", "cpu_threads", "runs.{unit}")
+
+
+def train_keys(cfg: ZeroInitParams, unit: str) -> list[str]:
+    setting = cfg.runs[unit].setting
+    return [*TRAIN_KEYS, f"settings.{setting}.bias", f"budgets.{setting}"]
+
+
+def extract_keys(cfg: ZeroInitParams, unit: str) -> list[str]:
+    """The summary's own numbers, and which runs are drawn (the trained ones)."""
+    return ["input_dim_line", "rank_tol", "zero_scale", *(f"figures.{f}.runs" for f in cfg.figures)]
+
+
+def render_keys(cfg: ZeroInitParams, unit: str) -> list[str]:
+    runs = cfg.figures[unit].runs
+    return ["figures.{unit}", "style.titles.{unit}", "style.labels", "style.profile_note", "rank_tol", "lr",
+            "batch_size", "input_dim_line", *(f"runs.{k}" for k in runs)]
+
+
+STUDY = Study(
+    name="zero_init",
+    title="ZerO initialisation: rank of W3 − I during training",
+    schema=ZeroInitParams,
+    families=(
+        Family("train", entry="pipeline.studies.zero_init.train", units=lambda cfg: cfg.train_runs(),
+               params=train_keys, datasets=lambda cfg, unit: (cfg.dataset,)),
+        Family("extract", entry="pipeline.studies.zero_init.extract", units=lambda cfg: list(cfg.summaries),
+               params=extract_keys, metrics=True,
+               reads=lambda cfg, unit: [("train", r) for r in cfg.train_runs()]),
+        Family("render", entry="pipeline.studies.zero_init.figures", units=lambda cfg: list(cfg.figures),
+               params=render_keys, reads=lambda cfg, unit: [("train", r) for r in cfg.figures[unit].runs]),
+    ),
+)

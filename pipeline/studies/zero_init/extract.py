@@ -1,0 +1,38 @@
+"""extract@summary: final rank, test accuracy and first iteration above the input dimension per trained run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.contract import Context, Output
+from pipeline.studies.zero_init.config import ZeroInitParams
+
+
+def run_summary(r: dict[str, Any]) -> dict[str, Any]:
+    """The metrics of one run from its ``result.json``."""
+    p = r["params"]
+    return {
+        "init": p["init"], "n_h": p["n_h"], "setting": p["setting"], "bias": p["bias"],
+        "epochs": p["epochs"], "iterations": r["iterations"], "train_images": p["train_images"],
+        "final_rank_w3_minus_i": r["rank_w3_minus_i"][-1],
+        "final_rank_w3_minus_w3_0": r["rank_w3_minus_w3_0"][-1],
+        "max_rank_w3_minus_i": max(r["rank_w3_minus_i"]),
+        "final_test_acc": r["test"][-1]["test_acc"],
+        "test_acc_per_epoch": [t["test_acc"] for t in r["test"]],
+        "first_iter_rank_above_input_dim": r["first_iter_rank_above_input_dim"],
+        "diverged": r["diverged"],
+        "train_seconds": round(r["seconds"]["total"], 2),
+    }
+
+
+def extract(ctx: Context, unit: str) -> Output:
+    cfg: ZeroInitParams = ctx.cfg
+    runs = {key: run_summary(ctx.read("train", key, "result.json")) for key in cfg.train_runs()}
+    summary = {"profile": ctx.profile, "input_dim": cfg.input_dim_line, "rank_tol": cfg.rank_tol,
+               "zero_scale": cfg.zero_scale, "runs": runs}
+    for k, v in runs.items():
+        ctx.log(f"{k}: final rank {v['final_rank_w3_minus_i']}, test acc {v['final_test_acc']:.2f} %, "
+                f"first iteration above {cfg.input_dim_line}: {v['first_iter_rank_above_input_dim']}")
+    run_metrics = {f"{k}.{m}": v[m] for k, v in runs.items() for m in ("final_rank_w3_minus_i", "final_test_acc")}
+    return Output(json={"summary.json": summary}, metrics=summary, meta={"runs": list(runs)},
+                  run_metrics=run_metrics)

@@ -1,0 +1,62 @@
+"""render@<figure>: Figure 3 of the ZerO paper, rank(W3 − I) against iterations with the input-dimension line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.contract import Context, Figure, Output
+from pipeline.plotting import plt
+from pipeline.studies.zero_init.config import ZeroInitParams
+
+INIT_LABELS = {"zero": "ZerO", "partial_identity": "Partial Identity", "random": "Random",
+               "one": "OnE", "spray": "Spray"}
+
+
+def rank_figure(curves: list[tuple[str, list[int], list[int]]], input_dim: int) -> plt.Figure:
+    """One panel: each curve on its own iteration indices; red dashed line at ``input_dim``."""
+    fig, ax = plt.subplots(1, 1, figsize=(5, 4))
+    x_max = max(max(its) for _, its, _ in curves)
+    ax.plot([0, x_max], [input_dim, input_dim], label=f"input_dim={input_dim}", linestyle="dashed",
+            color="red", linewidth=2)
+    for label, its, ranks in curves:
+        ax.plot(its, ranks, label=label, linewidth=2)
+    ax.set_ylabel("Rank", fontsize=14)
+    ax.set_xlabel("Iterations", fontsize=14)
+    ax.legend(fontsize=10)
+    fig.tight_layout(w_pad=0.5)
+    return fig
+
+
+def run_label(cfg: ZeroInitParams, key: str, all_same_init: bool) -> str:
+    """The legend label: ``style.labels`` if set, else the width (one init) or the init (one width)."""
+    if key in cfg.style.labels:
+        return cfg.style.labels[key]
+    run = cfg.runs[key]
+    return f"n_h={run.n_h}" if all_same_init else f"{INIT_LABELS[run.init]} Init"
+
+
+def caption(cfg: ZeroInitParams, profile: str, fig_key: str, results: dict[str, dict[str, Any]]) -> str:
+    parts = []
+    for key, r in results.items():
+        p = r["params"]
+        bias = "no bias" if p["bias"] is None else f"bias {p['bias']:g}"
+        parts.append(f"{key} ({INIT_LABELS[p['init']]}, n_h={p['n_h']}, {bias}, {p['epochs']} epoch(s), "
+                     f"{r['iterations']} iterations on {p['train_images']} images, final test acc "
+                     f"{r['test'][-1]['test_acc']:.2f} %)")
+    return (f"{cfg.style.titles[fig_key]}. rank(W3 − I) of the square layer l3 (singular values > {cfg.rank_tol:g}, "
+            f"float32) against the true iteration index, plain SGD lr {cfg.lr:g}, batch {cfg.batch_size}; "
+            f"dashed: input dimension {cfg.input_dim_line}. Runs: " + "; ".join(parts)
+            + f". Profile {profile}: {cfg.style.profile_note}")
+
+
+def render(ctx: Context, unit: str) -> Output:
+    cfg: ZeroInitParams = ctx.cfg
+    spec = cfg.figures[unit]
+    results = {k: ctx.read("train", k, "result.json") for k in spec.runs}
+    same = len({cfg.runs[k].init for k in spec.runs}) == 1
+    curves = [(run_label(cfg, k, same), r["iters"], r["rank_w3_minus_i"]) for k, r in results.items()]
+    fig = Figure(id=unit, mpl=rank_figure(curves, cfg.input_dim_line), caption=caption(cfg, ctx.profile, unit, results),
+                 seed_figure=spec.seed_figure, sources=[("train", k) for k in spec.runs],
+                 extra={"runs": list(spec.runs)})
+    return Output(figures=[fig],
+                  run_metrics={f"{k}.final_rank_w3_minus_i": r["rank_w3_minus_i"][-1] for k, r in results.items()})

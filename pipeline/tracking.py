@@ -21,8 +21,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from pipeline.paths import store_root
 from pipeline.provenance import git_state
 
@@ -77,6 +75,8 @@ class RunLogger:
         return self.run_id is not None
 
     def log_params(self, params: Mapping[str, Any]) -> None:
+        if not self.enabled:  # tracking off: nothing to log, and MLflow need not be installed
+            return
         from mlflow.entities import Param
 
         items = [Param(str(k), _param_str(v)) for k, v in params.items()]
@@ -84,33 +84,26 @@ class RunLogger:
             self._t._call("log_batch", self.run_id, params=items[i : i + MAX_PARAMS_PER_BATCH])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
+        if not self.enabled:  # tracking off: nothing to log, and MLflow need not be installed
+            return
         from mlflow.entities import RunTag
 
         self._t._call("log_batch", self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
+        if not self.enabled:  # tracking off: nothing to log, and MLflow need not be installed
+            return
         from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
         items = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items()]
         self._t._call("log_batch", self.run_id, metrics=items)
 
-    def log_series(self, key: str, values: Iterable[float], steps: Iterable[int] | None = None) -> None:
-        """A whole metric history in batches (step = epoch, iteration, ...)."""
-        from mlflow.entities import Metric
-
-        vals = np.asarray(list(values), dtype=float)
-        stp = np.arange(len(vals)) if steps is None else np.asarray(list(steps), dtype=int)
-        if len(stp) != len(vals):
-            raise ValueError(f"metric {key}: {len(vals)} values but {len(stp)} steps")
-        ts = int(time.time() * 1000)
-        items = [Metric(key, float(v), ts, int(s)) for v, s in zip(vals, stp)]
-        for i in range(0, len(items), MAX_METRICS_PER_BATCH):
-            self._t._call("log_batch", self.run_id, metrics=items[i : i + MAX_METRICS_PER_BATCH])
-
     def log_many(self, metrics: Mapping[str, float], series: Mapping[str, tuple[Iterable[int], Iterable[float]]]
                  ) -> None:
         """Final metrics (step 0) and whole series (key -> (steps, values)) in as few batches as possible."""
+        if not self.enabled:  # tracking off: nothing to log, and MLflow need not be installed
+            return
         from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
@@ -132,7 +125,7 @@ class Tracker:
 
     >>> with Tracker("imprint", "imprint_train@glyph-adam", tags) as tr:
     ...     with tr.child("glyph-adam", {"init": "glyph"}) as run:
-    ...         run.log_series("test_acc", accs)
+    ...         run.log_many({"final_acc": accs[-1]}, {"test_acc": (range(len(accs)), accs)})
     """
 
     def __init__(self, study: str, stage: str, tags: Mapping[str, str], *, params: Mapping[str, Any]

@@ -1,5 +1,7 @@
 """The tracking module against a temporary MLflow store: layout, tags, params, metrics, status."""
 
+import sys
+
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -15,7 +17,7 @@ def logged(tmp_path_factory):
                            data_sha256={"mnist/x": "f00"})
     with Tracker("unitstudy", "unitstudy_train@a", tags, params={"profile": "smoke", "lr": 0.1}) as tr:
         with tr.child("good", {"init": "glyph", "optimizer": "muon"}) as run:
-            run.log_series("test_acc", [0.1, 0.5, 0.9], steps=[0, 1, 2])
+            run.log_many({}, {"test_acc": ([0, 1, 2], [0.1, 0.5, 0.9])})
         with tr.child("bad", {"init": "random"}) as run:
             run.fail("diverged")
         parent_id = tr.parent.run_id
@@ -57,9 +59,14 @@ def test_child_runs_nest_and_carry_metric_history(logged):
 
 def test_disabled_tracking_is_a_no_op(monkeypatch):
     monkeypatch.setenv("TRAINSCAPE_TRACKING", "off")
+    for name in [m for m in sys.modules if m == "mlflow" or m.startswith("mlflow.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # off means MLflow is not even imported
     with Tracker("x", "x_train@a", {}) as tr:
         with tr.child("c") as run:
-            run.log_series("m", [1.0])
+            run.log_many({"m": 1.0}, {"s": ([0], [1.0])})
+            run.log_params({"p": 1})
+            run.fail("reason")
         assert tr.parent.run_id is None and run.run_id is None
 
 

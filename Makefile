@@ -10,7 +10,7 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND := Agg
 STAMP := $(VENV)/.installed
 
-.PHONY: setup repro test lint ui bench dag profile
+.PHONY: setup system-packages lock repro test lint ui bench dag profile
 
 setup: $(STAMP) system-packages
 
@@ -27,12 +27,28 @@ system-packages:
 	  fi; \
 	else echo "system packages: not root or no apt; see README (chromium, dataset-fashion-mnist)"; fi
 
-$(STAMP): pyproject.toml
+# The environment is part of what is reproducible: requirements.lock pins every package with its
+# hashes (CPU torch included); set-up installs exactly the lock with uv. pyproject.toml keeps the
+# ranges; `make lock` re-resolves them into the lock (commit both).
+LOCK := requirements.lock
+UV_VERSION := 0.13.9
+UV := $(BIN)/uv
+# CPU torch: a local wheel folder where the machine has one, else PyTorch's CPU index.
+TORCH_WHEELS ?= $(wildcard /opt/wheels)
+TORCH_SOURCE := $(if $(TORCH_WHEELS),--find-links $(TORCH_WHEELS),--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+
+$(STAMP): $(LOCK) pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip $(PIPQUIET)
-	$(BIN)/python -m pip install -q -e ".[dev]" $(PIPQUIET)
+	@test -x $(UV) || $(BIN)/python -m pip install -q uv==$(UV_VERSION) $(PIPQUIET)
+	$(UV) pip sync -q --python $(BIN)/python --require-hashes $(TORCH_SOURCE) $(LOCK)
+	$(UV) pip install -q --python $(BIN)/python --no-deps -e .
 	$(BIN)/dvc config core.analytics false
 	@touch $(STAMP)
+
+lock:
+	@test -x $(UV) || $(BIN)/python -m pip install -q uv==$(UV_VERSION) $(PIPQUIET)
+	$(UV) pip compile -q pyproject.toml --extra dev --generate-hashes --no-header $(TORCH_SOURCE) \
+	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
 
 # dvc.yaml is generated from the study declarations and params.yaml (pipeline/graph.py).
 PY ?= $(BIN)/python

@@ -10,7 +10,7 @@ import yaml
 from pipeline.config import ConfigError, load_section
 from pipeline.paths import repo_root
 from pipeline.studies.zero_init import STUDY
-from pipeline.studies.zero_init.config import Budget, ZeroInitParams
+from pipeline.studies.zero_init.config import Budget, StepLR, ZeroInitParams
 
 SMOKE_RUNS = ["seed_pi_256", "seed_pi_1024", "seed_random_1024", "seed_zero_1024", "seed_one_1024",
               "seed_spray_1024", "off_pi_256", "off_pi_1024", "off_zero_1024"]
@@ -44,6 +44,8 @@ def test_every_profile_resolves_with_its_units_and_budgets(raw):
         assert units(cfg, "extract") == ["summary"]
         assert len(cfg.runs) == 15 and cfg.settings["official"].bias is None and cfg.settings["seed"].bias == 0.01
     assert smoke.budgets == {"seed": Budget(1, 3840, 2000, None, 20), "official": Budget(2, 1600, 2000, None, 20)}
+    for cfg in (smoke, gpu, paper):  # the notebooks' StepLR(12, 0.7): acts only on the official 20 epochs
+        assert all(s.step_lr == StepLR(12, 0.7) for s in cfg.settings.values())
     assert gpu.budgets["seed"] == paper.budgets["seed"] == Budget(1, None, None, None, 50)
     assert (gpu.budgets["official"].epochs, paper.budgets["official"].epochs) == (3, 20)
     assert smoke.figures["fig3_right_official"].runs == ["off_pi_1024", "off_zero_1024"]
@@ -55,7 +57,8 @@ def test_every_profile_resolves_with_its_units_and_budgets(raw):
 def test_train_params_are_the_run_its_setting_and_the_shared_keys(raw):
     cfg = resolved(raw, "smoke")
     keys = STUDY.family("train").keys(cfg, "off_pi_256")
-    assert {"runs.off_pi_256", "settings.official.bias", "budgets.official", "cpu_threads"} <= set(keys)
+    assert {"runs.off_pi_256", "settings.official.bias", "settings.official.step_lr", "budgets.official",
+            "cpu_threads"} <= set(keys)
     assert not any(k.startswith(("figures", "style", "budgets.seed", "settings.seed")) for k in keys)
     render = STUDY.family("render").keys(cfg, "fig3_right")
     assert {"figures.fig3_right", "runs.seed_zero_1024", "style.profile_note"} <= set(render)
@@ -81,6 +84,16 @@ def test_train_params_are_the_run_its_setting_and_the_shared_keys(raw):
     (lambda z: z["profiles"]["smoke"]["style"].update(profile_note=3), "zero_init.style.profile_note = 3",
      "a string"),
     (lambda z: z["profiles"].update(papr={}), "zero_init.profiles = 'papr'", "'gpu_medium'"),
+    (lambda z: z["settings"]["official"]["step_lr"].update(step_size=0),
+     "zero_init.settings.official.step_lr.step_size = 0", "[1, 1000]"),
+    (lambda z: z["settings"]["official"]["step_lr"].update(gamma=1.5),
+     "zero_init.settings.official.step_lr.gamma = 1.5", "(0.0, 1.0]"),
+    (lambda z: z["settings"]["official"]["step_lr"].update(gamma=0.0),
+     "zero_init.settings.official.step_lr.gamma = 0.0", "(0.0, 1.0]"),
+    (lambda z: z["settings"]["seed"].update(step_lr="yes"), "zero_init.settings.seed.step_lr = 'yes'",
+     "a mapping with keys ['step_size', 'gamma']"),
+    (lambda z: z["settings"]["seed"]["step_lr"].update(every=3), "zero_init.settings.seed.step_lr.every",
+     "allowed keys"),
     (lambda z: z.update(extra=1), "zero_init.extra", "allowed keys"),
 ])
 def test_bad_values_name_key_value_and_allowed(raw, fn, path, hint):

@@ -19,7 +19,7 @@ from pipeline.studies.zero_init.model import (
     spray_matrix,
     zero_matrix,
 )
-from pipeline.studies.zero_init.train import RunConfig, RunResult, train_run
+from pipeline.studies.zero_init.train import RunConfig, RunResult, lr_at_epoch, train_run
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -211,3 +211,29 @@ def test_first_iter_above():
     r = RunResult(iters=[0, 1, 51, 101], rank_w3_minus_i=[0, 700, 784, 790])
     assert r.first_iter_above(784) == 101
     assert r.first_iter_above(800) is None
+
+
+def test_lr_at_epoch_is_steplr_stepped_after_each_epoch():
+    # the notebooks' StepLR(12, 0.7): epochs 1-12 at lr, 13-20 at 0.7 lr
+    lrs = [lr_at_epoch(0.1, e, 12, 0.7) for e in range(1, 21)]
+    assert lrs[:12] == [0.1] * 12 and lrs[12:] == pytest.approx([0.07] * 8)
+    assert lr_at_epoch(0.1, 25, 12, 0.7) == pytest.approx(0.049)
+    assert [lr_at_epoch(0.1, e, None, 0.7) for e in (1, 13, 30)] == [0.1, 0.1, 0.1]
+
+
+def test_train_run_applies_the_lr_decay_from_the_next_step():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(192, 784, generator=g)
+    y = torch.randint(0, 10, (192,), generator=g)
+    base = RunConfig(init="zero", n_h=32, bias=None, epochs=3, lr=0.1, batch_size=64, test_batch_size=100,
+                     log_interval=1, max_iters=None, rank_tol=1e-4, rank_on="cpu", zero_scale="code",
+                     init_seed=1, data_seed=1)
+    const = train_run(base, x, y, x[:100], y[:100], log=lambda _m: None)
+    step = train_run(RunConfig(**{**base.__dict__, "lr_step_size": 2, "lr_gamma": 0.5}), x, y, x[:100], y[:100],
+                     log=lambda _m: None)
+    assert [t["lr"] for t in const.test] == [0.1, 0.1, 0.1]
+    assert [t["lr"] for t in step.test] == [0.1, 0.1, 0.05]
+    # 3 steps per epoch: identical through epoch 2, different once the halved lr acts
+    assert step.train_loss[:6] == const.train_loss[:6] and step.train_loss[6:] != const.train_loss[6:]
+    assert [t["rank_w3_minus_i"] for t in step.test][:2] == [t["rank_w3_minus_i"] for t in const.test][:2]
+    assert step.test[-1]["rank_w3_minus_i"] == step.rank_w3_minus_i[-1]

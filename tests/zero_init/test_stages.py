@@ -29,7 +29,8 @@ def fake_result(key: str, cfg: ZeroInitParams, ranks: list[int]) -> dict:
     return {"params": {**train.run_params(cfg, "smoke", key), "train_images": 3840, "test_images": 2000,
                        "device": "cpu"},
             "iters": iters, "rank_w3_minus_i": ranks, "rank_w3_minus_w3_0": [min(r, run.n_h) for r in ranks],
-            "test": [{"epoch": 1, "iteration": iters[-1], "test_acc": 78.5, "test_loss": 0.7}],
+            "test": [{"epoch": 1, "iteration": iters[-1], "lr": 0.1, "test_acc": 78.5, "test_loss": 0.7,
+                      "rank_w3_minus_i": ranks[-1]}],
             "iterations": iters[-1], "diverged": False, "seconds": {"total": 1.234, "rank": 0.5},
             "first_iter_rank_above_input_dim": next((i for i, r in zip(iters, ranks) if r > 784), None)}
 
@@ -49,14 +50,26 @@ def test_summary_has_the_trained_runs_and_names_the_undrawn(smoke):
     assert m is out.json["summary.json"] and m["profile"] == "smoke" and m["input_dim"] == 784
     assert list(m["runs"]) == smoke.train_runs()
     pi = m["runs"]["seed_pi_256"]
-    assert pi == {"init": "partial_identity", "n_h": 256, "setting": "seed", "bias": 0.01, "epochs": 1,
-                  "iterations": 21, "train_images": 3840, "final_rank_w3_minus_i": 200,
-                  "final_rank_w3_minus_w3_0": 200, "max_rank_w3_minus_i": 200, "final_test_acc": 78.5,
-                  "test_acc_per_epoch": [78.5], "first_iter_rank_above_input_dim": None, "diverged": False,
-                  "train_seconds": 1.23}
+    assert pi == {"init": "partial_identity", "n_h": 256, "setting": "seed", "bias": 0.01, "lr_step_size": 12,
+                  "lr_gamma": 0.7, "epochs": 1, "iterations": 21, "train_images": 3840,
+                  "final_rank_w3_minus_i": 200, "final_rank_w3_minus_w3_0": 200, "max_rank_w3_minus_i": 200,
+                  "final_test_acc": 78.5, "test_acc_per_epoch": [78.5], "lr_per_epoch": [0.1],
+                  "rank_w3_minus_i_per_epoch": [200], "rank_w3_minus_i_before_lr_decay": None,
+                  "first_iter_rank_above_input_dim": None, "diverged": False, "train_seconds": 1.23}
     assert m["runs"]["seed_random_1024"]["first_iter_rank_above_input_dim"] == 0
     assert "skipped" not in m, "runs no figure of the profile draws are not units, so nothing is skipped"
     assert out.run_metrics["seed_random_1024.final_rank_w3_minus_i"] == 1024
+
+
+def test_rank_before_lr_decay_is_the_last_epoch_at_the_base_lr(smoke):
+    r = fake_result("off_pi_256", smoke, [0, 10, 20])
+    r["test"] = [{"epoch": e, "iteration": 10 * e, "lr": 0.1 if e <= 2 else 0.07, "test_acc": 90.0,
+                  "test_loss": 0.3, "rank_w3_minus_i": 100 + e} for e in range(1, 5)]
+    assert extract.rank_before_lr_decay(r) == 102
+    assert extract.run_summary(r)["rank_w3_minus_i_per_epoch"] == [101, 102, 103, 104]
+    for t in r["test"]:
+        t["lr"] = 0.1
+    assert extract.rank_before_lr_decay(r) is None  # the decay never acted: nothing to separate
 
 
 def test_render_draws_each_run_on_its_iterations_with_the_input_dim_line(smoke):
@@ -79,6 +92,7 @@ def test_render_draws_each_run_on_its_iterations_with_the_input_dim_line(smoke):
     assert ax.get_xlabel() == "Iterations" and ax.get_ylabel() == "Rank"
     assert fig.caption.startswith(smoke.style.titles["fig3_right"] + ". rank(W3 − I)")
     assert "seed_zero_1024 (ZerO, n_h=1024, bias 0.01, 1 epoch(s), 60 iterations on 3840 images" in fig.caption
+    assert "StepLR" not in fig.caption  # 1 epoch: the decay after epoch 12 never acts
     assert fig.caption.endswith("Profile smoke: " + smoke.style.profile_note)
     assert fig.seed_figure == smoke.figures["fig3_right"].seed_figure
     assert out.run_metrics == {"seed_random_1024.final_rank_w3_minus_i": 1024,
@@ -108,6 +122,8 @@ def test_train_returns_the_result_and_one_child_run(smoke, data_mirror, tmp_path
     assert "skipped" not in res and res["iters"] == [0, 1, 5, 9, 10] and res["iterations"] == 10
     assert res["params"]["bias"] == 0.01 and res["params"]["train_images"] == 640 and res["params"]["n_h"] == 40
     assert res["params"]["init_seed"] == 1 and res["params"]["data_seed"] == 1
+    assert (res["params"]["lr_step_size"], res["params"]["lr_gamma"]) == (12, 0.7)
+    assert res["test"][0]["lr"] == 0.1 and res["test"][0]["rank_w3_minus_i"] == res["rank_w3_minus_i"][-1]
     (run,) = out.runs
     assert run.name == "tiny" and run.failed is None and run.params == res["params"]
     assert run.series["rank_w3_minus_i"] == (res["iters"], res["rank_w3_minus_i"])

@@ -15,7 +15,7 @@ TRAIN_KEYS = ("dataset", "lr", "batch_size", "test_batch_size", "rank_tol", "ran
 
 def train_keys(cfg: ZeroInitParams, unit: str) -> list[str]:
     setting = cfg.runs[unit].setting
-    return [*TRAIN_KEYS, f"settings.{setting}.bias", f"budgets.{setting}"]
+    return [*TRAIN_KEYS, f"settings.{setting}.bias", f"settings.{setting}.step_lr", f"budgets.{setting}"]
 
 
 def extract_keys(cfg: ZeroInitParams, unit: str) -> list[str]:

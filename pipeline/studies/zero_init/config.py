@@ -25,11 +25,22 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class StepLR:
+    """``torch.optim.lr_scheduler.StepLR`` stepped once per epoch: epoch e (1-based) trains with
+    lr · gamma^⌊(e − 1) / step_size⌋. The notebooks' StepLR(step_size=12, gamma=0.7) changes the lr
+    from epoch 13 on, so it matters only for budgets of more than 12 epochs."""
+
+    step_size: int = bounded(1, 1000)  # epochs between two decays
+    gamma: float = bounded(0.0, 1.0, lo_open=True)  # multiplicative decay (1 = constant lr)
+
+
+@dataclass(frozen=True)
 class Setting:
     """What a setting fixes whatever the profile."""
 
     bias: float | None  # every bias initialised to this constant; null = layers without bias
     label: str  # what the setting is, e.g. "seed notebook: every bias 0.01"
+    step_lr: StepLR | None = None  # per-epoch lr decay (the notebooks' StepLR(12, 0.7)); null = constant lr
 
 
 @dataclass(frozen=True)

@@ -8,17 +8,31 @@ from pipeline.contract import Context, Output
 from pipeline.studies.zero_init.config import ZeroInitParams
 
 
+def rank_before_lr_decay(r: dict[str, Any]) -> int | None:
+    """rank(W3 − I) at the end of the last epoch trained at the base lr, when a StepLR decay followed
+    (null otherwise): what a claim reads to be independent of the schedule."""
+    decayed = [t for t in r["test"] if t["lr"] < r["params"]["lr"]]
+    if not decayed:
+        return None
+    before = [t for t in r["test"] if t["epoch"] < decayed[0]["epoch"]]
+    return before[-1]["rank_w3_minus_i"] if before else None
+
+
 def run_summary(r: dict[str, Any]) -> dict[str, Any]:
     """The metrics of one run from its ``result.json``."""
     p = r["params"]
     return {
         "init": p["init"], "n_h": p["n_h"], "setting": p["setting"], "bias": p["bias"],
+        "lr_step_size": p["lr_step_size"], "lr_gamma": p["lr_gamma"],
         "epochs": p["epochs"], "iterations": r["iterations"], "train_images": p["train_images"],
         "final_rank_w3_minus_i": r["rank_w3_minus_i"][-1],
         "final_rank_w3_minus_w3_0": r["rank_w3_minus_w3_0"][-1],
         "max_rank_w3_minus_i": max(r["rank_w3_minus_i"]),
         "final_test_acc": r["test"][-1]["test_acc"],
         "test_acc_per_epoch": [t["test_acc"] for t in r["test"]],
+        "lr_per_epoch": [t["lr"] for t in r["test"]],
+        "rank_w3_minus_i_per_epoch": [t["rank_w3_minus_i"] for t in r["test"]],
+        "rank_w3_minus_i_before_lr_decay": rank_before_lr_decay(r),
         "first_iter_rank_above_input_dim": r["first_iter_rank_above_input_dim"],
         "diverged": r["diverged"],
         "train_seconds": round(r["seconds"]["total"], 2),

@@ -40,7 +40,10 @@ def caption(cfg: ZeroInitParams, profile: str, fig_key: str, results: dict[str, 
     for key, r in results.items():
         p = r["params"]
         bias = "no bias" if p["bias"] is None else f"bias {p['bias']:g}"
-        parts.append(f"{key} ({INIT_LABELS[p['init']]}, n_h={p['n_h']}, {bias}, {p['epochs']} epoch(s), "
+        step = p.get("lr_step_size")
+        decay = (f", lr ×{p['lr_gamma']:g} every {step} epochs (StepLR)"
+                 if step is not None and p["epochs"] > step and p["lr_gamma"] != 1.0 else "")
+        parts.append(f"{key} ({INIT_LABELS[p['init']]}, n_h={p['n_h']}, {bias}, {p['epochs']} epoch(s){decay}, "
                      f"{r['iterations']} iterations on {p['train_images']} images, final test acc "
                      f"{r['test'][-1]['test_acc']:.2f} %)")
     return (f"{cfg.style.titles[fig_key]}. rank(W3 − I) of the square layer l3 (singular values > {cfg.rank_tol:g}, "

@@ -124,6 +124,12 @@ def rank_abs(matrix: torch.Tensor | np.ndarray, tol: float) -> int:
     return int((torch.linalg.svdvals(a) > tol).sum())
 
 
+def residual_rank(w3: torch.Tensor, tol: float, on: str = "cpu") -> int:
+    """rank(W3 − I) alone (one SVD), in the same precision as :func:`residual_ranks`."""
+    w = w3.detach().to("cpu", torch.float32) if on == "cpu" else w3.detach()
+    return rank_abs(w - torch.eye(w.shape[0], w.shape[1], device=w.device, dtype=w.dtype), tol)
+
+
 def residual_ranks(w3: torch.Tensor, w3_0: torch.Tensor, tol: float, on: str = "cpu") -> tuple[int, int]:
     """rank(W3 − I) and rank(W3 − W3₀) of the square l3 weight (the bias is not included)."""
     w = w3.detach()

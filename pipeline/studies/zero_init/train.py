@@ -17,7 +17,7 @@ from torch.nn import functional as F  # noqa: N812
 from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
 from pipeline.studies.zero_init.config import ZeroInitParams
-from pipeline.studies.zero_init.model import MLP, residual_ranks
+from pipeline.studies.zero_init.model import MLP, residual_rank, residual_ranks
 
 
 @dataclass
@@ -37,6 +37,8 @@ class RunConfig:
     init_seed: int
     data_seed: int
     input_dim: int = 784
+    lr_step_size: int | None = None  # StepLR: lr · gamma^⌊(epoch − 1) / step_size⌋; None = constant lr
+    lr_gamma: float = 1.0
 
 
 @dataclass
@@ -75,6 +77,14 @@ def sgd_step(params: list[torch.Tensor], lr: float) -> None:
         for p in params:
             if p.grad is not None:
                 p.add_(p.grad, alpha=-lr)
+
+
+def lr_at_epoch(lr: float, epoch: int, step_size: int | None, gamma: float) -> float:
+    """The lr of 1-based ``epoch`` under ``StepLR(step_size, gamma)`` stepped after every epoch (the
+    notebooks' schedule): epochs 1..step_size use ``lr``, the next step_size epochs ``lr·gamma``, ..."""
+    if step_size is None:
+        return lr
+    return lr * gamma ** ((epoch - 1) // step_size)
 
 
 def evaluate(model: MLP, x: torch.Tensor, y: torch.Tensor, batch: int) -> tuple[float, float]:
@@ -123,6 +133,7 @@ def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_te
     it = 0
     stop = False
     for epoch in range(1, cfg.epochs + 1):
+        lr = lr_at_epoch(cfg.lr, epoch, cfg.lr_step_size, cfg.lr_gamma)
         perm = torch.randperm(n, generator=order).to(device)
         correct = torch.zeros((), dtype=torch.int64, device=device)
         seen = 0
@@ -136,7 +147,7 @@ def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_te
             correct += (out.argmax(dim=1) == yb).sum()
             seen += yb.shape[0]
             loss.backward()
-            sgd_step(params, cfg.lr)
+            sgd_step(params, lr)
             it += 1
             if batch_idx % cfg.log_interval == 0:
                 lv = float(loss.detach())
@@ -152,8 +163,14 @@ def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_te
                 stop = True
                 break
         acc, tloss = evaluate(model, x_test, y_test, cfg.test_batch_size)
-        res.test.append({"epoch": epoch, "iteration": it, "test_acc": acc, "test_loss": tloss})
-        log(f"epoch {epoch}: iteration {it}, test acc {acc:.2f} %, rank(W3-I) {res.rank_w3_minus_i[-1]}")
+        # rank(W3 − I) at the epoch's last iteration (not a logged step): the per-epoch view that claims
+        # read, e.g. the rank before and after the StepLR decay
+        t = time.time()
+        r_end = residual_rank(model.l3.weight, cfg.rank_tol, cfg.rank_on)
+        t_rank += time.time() - t
+        res.test.append({"epoch": epoch, "iteration": it, "lr": lr, "test_acc": acc, "test_loss": tloss,
+                         "rank_w3_minus_i": r_end})
+        log(f"epoch {epoch}: iteration {it}, lr {lr:g}, test acc {acc:.2f} %, rank(W3-I) {r_end}")
         if stop:
             break
     if res.iters[-1] != it:
@@ -166,8 +183,10 @@ def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_te
 def run_params(cfg: ZeroInitParams, profile: str, unit: str) -> dict[str, Any]:
     """The flattened configuration of one run (its MLflow params, kept in result.json)."""
     run = cfg.runs[unit]
+    step = cfg.settings[run.setting].step_lr
     return {"run": unit, "init": run.init, "n_h": run.n_h, "setting": run.setting,
-            "bias": cfg.settings[run.setting].bias, **dataclasses.asdict(cfg.budgets[run.setting]), "lr": cfg.lr,
+            "bias": cfg.settings[run.setting].bias, "lr_step_size": step.step_size if step else None,
+            "lr_gamma": step.gamma if step else 1.0, **dataclasses.asdict(cfg.budgets[run.setting]), "lr": cfg.lr,
             "batch_size": cfg.batch_size, "test_batch_size": cfg.test_batch_size,
             "rank_tol": cfg.rank_tol, "rank_on": cfg.rank_on, "zero_scale": cfg.zero_scale,
             "init_seed": cfg.init_seed, "data_seed": cfg.data_seed, "profile": profile}
@@ -186,11 +205,13 @@ def train(ctx: Context, unit: str) -> Output:
     x_tr = normalised(tr.images[:ntr], 0.0, 1.0, device)
     x_te = normalised(te.images[:nte], 0.0, 1.0, device)
     y_tr, y_te = tr.labels[:ntr].to(device), te.labels[:nte].to(device)
+    step = cfg.settings[run.setting].step_lr
     rc = RunConfig(init=run.init, n_h=run.n_h, bias=cfg.settings[run.setting].bias, epochs=b.epochs,
                    lr=cfg.lr, batch_size=cfg.batch_size, test_batch_size=cfg.test_batch_size,
                    log_interval=b.log_interval, max_iters=b.max_iters, rank_tol=cfg.rank_tol,
                    rank_on=cfg.rank_on, zero_scale=cfg.zero_scale, init_seed=cfg.init_seed,
-                   data_seed=cfg.data_seed, input_dim=cfg.input_dim_line)
+                   data_seed=cfg.data_seed, input_dim=cfg.input_dim_line,
+                   lr_step_size=step.step_size if step else None, lr_gamma=step.gamma if step else 1.0)
     ctx.log(f"{run.init} n_h={run.n_h} setting={run.setting} epochs={b.epochs} "
             f"train images={ntr} device={device}")
     params = {**run_params(cfg, ctx.profile, unit), "train_images": ntr, "test_images": nte, "device": device}
@@ -201,6 +222,8 @@ def train(ctx: Context, unit: str) -> Output:
               "rank_w3_minus_w3_0": (res.iters, res.rank_w3_minus_w3_0),
               "train_loss": (res.loss_iters, res.train_loss), "running_acc": (res.loss_iters, res.running_acc),
               "test_acc": (epochs, [t["test_acc"] for t in res.test]),
+              "lr": (epochs, [t["lr"] for t in res.test]),
+              "rank_w3_minus_i_epoch_end": (epochs, [t["rank_w3_minus_i"] for t in res.test]),
               "test_loss": (epochs, [t["test_loss"] for t in res.test])}
     finals = {"final_rank_w3_minus_i": res.rank_w3_minus_i[-1], "final_rank_w3_minus_w3_0": res.rank_w3_minus_w3_0[-1],
               "final_test_acc": res.test[-1]["test_acc"], "iterations": res.iterations,

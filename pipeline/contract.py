@@ -10,7 +10,7 @@ writers. ``make dag`` reads the declarations to write ``dvc.yaml`` (``pipeline.g
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -48,13 +48,42 @@ class Family:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """One claim a seed figure makes, as a check over published metrics (the claims ledger).
+
+    ``reads`` are metric paths ``(stage, key, key, …)`` into ``reports/metrics/<stage>.json``
+    (``stage`` = ``<study>_<kind>@<unit>``). ``check`` is a pure function of the values read, in
+    that order, returning ``(holds, measured)``: whether the claim holds and the number(s) it
+    turned on (a margin, a ratio, a crossing iteration). ``fails_on`` names the profiles on which
+    the claim is *not* expected to hold, each with the reason (a smoke grid too small to show it):
+    say so rather than loosen the check. ``figures`` are the render units of the study that draw it.
+    """
+
+    id: str  # unique within the study; the ledger id is "<study>/<id>"
+    seed_figure: str
+    sentence: str
+    reads: tuple[tuple[str, ...], ...]
+    check: Callable[..., tuple[bool, Any]]
+    figures: tuple[str, ...] = ()
+    fails_on: Mapping[str, str] = field(default_factory=dict)
+
+    def expected(self, profile: str) -> bool:
+        return profile not in self.fails_on
+
+
+@dataclass(frozen=True)
 class Study:
-    """A study's declaration: its name (= its folder path, ``/`` as ``_``), params schema, families."""
+    """A study's declaration: its name (= its folder path, ``/`` as ``_``), params schema, families.
+
+    ``claims`` names the module whose ``CLAIMS`` (a sequence of :class:`Claim`) the ``claims``
+    stage checks; a name, not an import, so editing a claim reruns no training.
+    """
 
     name: str
     schema: type
     families: tuple[Family, ...]
     title: str = ""
+    claims: str | None = None
 
     def family(self, kind: str) -> Family | None:
         return next((f for f in self.families if f.kind == kind), None)

@@ -15,6 +15,7 @@ TRAIN_KEYS = ("glyph", "glyph_scale", "init_seed", "compile", "lr", "momentum", 
 STUDY = Study(
     name="imprint",
     title="Glyph imprint: Adam vs Muon",
+    claims="pipeline.studies.imprint.claims",
     schema=ImprintParams,
     families=(
         Family("train", entry="pipeline.studies.imprint.train", units=lambda cfg: list(cfg.runs),

@@ -34,6 +34,7 @@ def _trained(cfg: Superposition, unit: str) -> list[tuple[str, str]]:
 STUDY = Study(
     name="superposition",
     title="Toy model of superposition (untied)",
+    claims="pipeline.studies.superposition.claims",
     schema=Superposition,
     families=(
         Family("train", entry="pipeline.studies.superposition.train", units=lambda cfg: list(cfg.variants),

@@ -41,6 +41,25 @@ def variant_losses(unit: str, tied: bool, seeds: list[int], losses: np.ndarray) 
         "final_loss_min": float(losses[-1].min()), "final_loss_median": float(np.median(losses[-1]))}
 
 
+def feature_directions(w_e: np.ndarray, min_norm: float = 0.1, tol_deg: float = 5.0) -> dict[str, int]:
+    """Final feature geometry of one seed: how many features W_E embeds (column norm > ``min_norm``)
+    and on how many distinct directions of the hidden plane they lie (angles within ``tol_deg``
+    count as one direction, chained in angle order around the circle)."""
+    norms = np.linalg.norm(w_e, axis=0)
+    ang = np.sort(np.degrees(np.arctan2(w_e[1], w_e[0]))[norms > min_norm])
+    if ang.size == 0:
+        return {"represented_features": 0, "directions": 0}
+    gaps = np.diff(np.append(ang, ang[0] + 360.0))
+    return {"represented_features": int(ang.size), "directions": max(1, int(np.sum(gaps > tol_deg)))}
+
+
+def variant_geometry(seeds: list[int], w_e: np.ndarray, losses: np.ndarray) -> dict[str, dict]:
+    """Per seed: the final W_E geometry and the largest rise of the loss from one epoch to the next."""
+    rises = np.max(np.diff(losses, axis=0), axis=0) if losses.shape[0] > 1 else np.zeros(len(seeds))
+    return {str(s): {**feature_directions(w_e[-1, i]), "max_loss_increase": float(rises[i])}
+            for i, s in enumerate(seeds)}
+
+
 def summary(ctx: Context) -> Output:
     """Plateau-then-drop detection on every seed of every variant."""
     cfg: Superposition = ctx.cfg
@@ -63,7 +82,9 @@ def extract(ctx: Context, unit: str) -> Output:
     if unit == SUMMARY:
         return summary(ctx)
     h = ctx.read("train", unit, "history.npz")
-    metrics = variant_losses(unit, ctx.cfg.variants[unit].tied, [int(s) for s in h["seeds"]], h["losses"])
+    seeds = [int(s) for s in h["seeds"]]
+    metrics = variant_losses(unit, ctx.cfg.variants[unit].tied, seeds, h["losses"])
+    metrics["final_geometry"] = variant_geometry(seeds, h["w_e"], h["losses"])
     return Output(json={"losses.json": metrics}, metrics=metrics,
                   run_metrics={"final_loss_min": metrics["final_loss_min"],
                                "final_loss_median": metrics["final_loss_median"]})

@@ -32,6 +32,7 @@ def render_keys(cfg: ZeroInitParams, unit: str) -> list[str]:
 STUDY = Study(
     name="zero_init",
     title="ZerO initialisation: rank of W3 − I during training",
+    claims="pipeline.studies.zero_init.claims",
     schema=ZeroInitParams,
     families=(
         Family("train", entry="pipeline.studies.zero_init.train", units=lambda cfg: cfg.train_runs(),

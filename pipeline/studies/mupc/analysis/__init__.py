@@ -32,6 +32,7 @@ RENDER_KEYS = {
 STUDY = Study(
     name="mupc_analysis",
     title="μPC: activity Hessian at init, forward pass, equilibrium-energy theory",
+    claims="pipeline.studies.mupc.analysis.claims",
     schema=MupcAnalysisParams,
     families=(
         Family("train", entry="pipeline.studies.mupc.analysis.train", units=lambda cfg: list(cfg.train_units),

@@ -16,7 +16,7 @@ Reader = Callable[[str], Any]  # a file of the train unit by name -> JSON object
 
 
 def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
-    """κ of the linear configs (first seed and decay) at the four corners of the (N, H) grid."""
+    """κ and λ_min of the linear configs (first seed and decay) at the four corners of the (N, H) grid."""
     hp = cfg.hessian
     out = {}
     corners_n, corners_h = (min(hp.widths), max(hp.widths)), (min(hp.depths), max(hp.depths))
@@ -24,8 +24,10 @@ def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
         if c["act"] != "linear" or c["seed"] != hp.seeds[0] or c["activity_decay"] != hp.activity_decays[0]:
             continue
         cells = read(f"{hessian_key(c)}/summary.json")["cells"]
-        name = f"kappa/{c['param']}_{c['init']}_{'skips' if c['skips'] else 'no_skips'}"
-        out[name] = {f"N{x['N']}_H{x['H']}": x["kappa"] for x in cells if x["N"] in corners_n and x["H"] in corners_h}
+        config = f"{c['param']}_{c['init']}_{'skips' if c['skips'] else 'no_skips'}"
+        corner = [x for x in cells if x["N"] in corners_n and x["H"] in corners_h]
+        out[f"kappa/{config}"] = {f"N{x['N']}_H{x['H']}": x["kappa"] for x in corner}
+        out[f"lambda_min/{config}"] = {f"N{x['N']}_H{x['H']}": x["lambda_min"] for x in corner}
     return out
 
 

@@ -25,6 +25,7 @@ def render_keys(cfg: TrainingParams, unit: str) -> list[str]:
 STUDY = Study(
     name="mupc_training",
     title="μPC: training sweeps and their figures",
+    claims="pipeline.studies.mupc.training.claims",
     schema=TrainingParams,
     families=(
         Family("train", entry="pipeline.studies.mupc.training.train", units=lambda cfg: list(cfg.sweep_ids),

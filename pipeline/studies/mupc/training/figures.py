@@ -286,6 +286,8 @@ def sp_best(env: Env, sweep: str) -> list[Figure]:
                     kap = kappa_series(env, sweep, chosen, clean)
                     if kap is not None:
                         km, ks = kap
+                        if not clean:
+                            kappa_ends(env, f"{ds}/{act}/H={H}", km)
                         band(axes[1, j], ag.cond_steps(len(km), chosen[0].test_every), km, ks, vi[k], f"H={H}")
                 axes[0, j].set_title(act)
                 axes[0, j].set_ylabel("Test accuracy (%)")
@@ -324,6 +326,13 @@ def kappa_series(env: Env, sweep: str, runs: Sequence[RunConfig], clean: bool
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(mat, axis=0), np.nanstd(mat, axis=0)
+
+
+def kappa_ends(env: Env, cell: str, km: np.ndarray) -> None:
+    """Headline κ(H_z) of a cell: at initialisation (row 0) and at the last row the seeds reached."""
+    reached = km[np.isfinite(km)]
+    env.headline.setdefault("kappa_init", {})[cell] = float(km[0]) if len(km) and np.isfinite(km[0]) else None
+    env.headline.setdefault("kappa_final", {})[cell] = float(reached[-1]) if len(reached) else None
 
 
 def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> list[Figure]:
@@ -440,6 +449,8 @@ def mupc_cond(env: Env) -> list[Figure]:
                     kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
                     if kap is None:
                         raise RenderError(f"F12: S9 runs of {ds}/{act}/H={H} hold no Hessian record")
+                    if not clean:
+                        kappa_ends(env, f"{ds}/{act}/H={H}", kap[0])
                     band(axes[0, j], ag.cond_steps(len(kap[0]), cell[0].test_every), *kap, col, f"H={H}")
                 axes[0, j].set_title(act)
                 axes[0, j].set_yscale("log")
@@ -672,6 +683,10 @@ def bp_sweep(env: Env) -> list[Figure]:
                     series = accs(env, sweep, pick(cell, param_lr=lr), ag.fill_bp_short)
                     n = expected_len(env, sweep, cell[0]) if clean else None
                     m, s = stats(series, n, env.chance)
+                    if not clean and len(m):
+                        best = env.headline.setdefault("best_final_acc", {})
+                        key = f"{ds}/{epochs}ep/{act}/H={cell_h(cell)}"
+                        best[key] = max(best.get(key, -np.inf), float(m[-1]))
                     band(axes[0, j], ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(lr)}")
                 axes[0, j].set_title(f"{act}, H={cell_h(cell)}")
                 axes[0, j].set_xlabel("Training iteration")

@@ -1,0 +1,222 @@
+"""The claims ledger: every study's claims checked against the metrics the active profile published.
+
+A study names a module in its declaration (``Study.claims``) whose ``CLAIMS`` lists
+:class:`~pipeline.contract.Claim` records. The ``claims`` stage (after every extract and render)
+reads exactly the metrics files those claims name and the active profile writes, applies each
+claim's check (:mod:`pipeline.checks`), writes ``reports/claims.json`` and logs one MLflow run
+``claims``. A claim that is expected to hold and does not is printed loudly; the stage still
+succeeds (a research result is data), unless ``--strict`` / ``TRAINSCAPE_CLAIMS_STRICT=1``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pipeline import registry
+from pipeline.checks import describe
+from pipeline.config import ConfigError, Params
+from pipeline.contract import Claim, Study
+from pipeline.io import read_json, write_json
+from pipeline.paths import metrics_path, repo_root, sidecar_path, stage_name, study_dir
+from pipeline.tracking import Tracker, provenance_tags
+
+STRICT_ENV = "TRAINSCAPE_CLAIMS_STRICT"
+HOLDS, FAILS, UNMEASURED = "holds", "fails", "not measured"
+
+
+def ledger_path() -> Path:
+    return repo_root() / "reports" / "claims.json"
+
+
+def study_claims(study: Study) -> list[Claim]:
+    """The study's declared claims, checked: unique ids, reads of the study's own metrics only."""
+    if not study.claims:
+        return []
+    claims = list(importlib.import_module(study.claims).CLAIMS)
+    seen: set[str] = set()
+    for c in claims:
+        if c.id in seen:
+            raise ConfigError(f"{study.claims}: claim id {c.id!r} appears twice")
+        seen.add(c.id)
+        if not c.reads:
+            raise ConfigError(f"{study.claims}: claim {c.id!r} reads no metric")
+        for read in c.reads:
+            if len(read) < 2 or not read[0].startswith(f"{study.name}_") or "@" not in read[0]:
+                raise ConfigError(f"{study.claims}: claim {c.id!r} reads {read!r}; allowed: "
+                                  f"({study.name}_<kind>@<unit>, key, …), a metrics file of this study")
+    return claims
+
+
+def all_claims() -> list[tuple[Study, list[Claim]]]:
+    return [(s, study_claims(s)) for s in (registry.load(n) for n in registry.names())]
+
+
+def claims_modules() -> list[str]:
+    return [s.claims for s in (registry.load(n) for n in registry.names()) if s.claims]
+
+
+def published(params: Params) -> set[str]:
+    """The stages whose metrics file the active profile writes (families declared ``metrics=True``)."""
+    out = set()
+    for name in registry.names():
+        study = registry.load(name)
+        cfg = registry.config(study, params)
+        for fam in study.families:
+            if fam.metrics:
+                out.update(stage_name(name, fam.kind, u) for u in fam.units(cfg))
+    return out
+
+
+def read_stages(params: Params) -> list[str]:
+    """The published stages some claim reads: the claims stage's data deps, in name order."""
+    wanted = {read[0] for _, claims in all_claims() for c in claims for read in c.reads}
+    return sorted(wanted & published(params))
+
+
+def lookup(data: Any, keys: tuple[str, ...]) -> tuple[bool, Any]:
+    """(found, value) of ``data[k0][k1]…``; list items by index."""
+    node = data
+    for k in keys:
+        if isinstance(node, Mapping) and k in node:
+            node = node[k]
+        elif isinstance(node, list) and k.lstrip("-").isdigit() and -len(node) <= int(k) < len(node):
+            node = node[int(k)]
+        else:
+            return False, None
+    return True, node
+
+
+def evaluate(claim: Claim, study: str, profile: str, load: Callable[[str], Any | None]) -> dict[str, Any]:
+    """One ledger row: what the claim read, what its check measured, and whether it held.
+
+    ``load(stage)`` returns that stage's metrics, or None when the profile does not publish them.
+    """
+    values, missing = [], []
+    reads = []
+    for read in claim.reads:
+        data = load(read[0])
+        found, val = lookup(data, read[1:]) if data is not None else (False, None)
+        if not found:
+            missing.append("/".join(read) + (" (stage not run under this profile)" if data is None else ""))
+        values.append(val)
+        reads.append({"stage": read[0], "path": list(read[1:]), "value": val})
+    if missing:
+        holds, measured, status = None, None, UNMEASURED
+    else:
+        ok, measured = claim.check(*values)
+        holds = bool(ok)
+        status = HOLDS if holds else FAILS
+    expected = claim.expected(profile)
+    return {
+        "id": f"{study}/{claim.id}", "study": study, "claim": claim.id, "seed_figure": claim.seed_figure,
+        "sentence": claim.sentence, "figures": list(claim.figures), "reads": reads, "check": describe(claim.check),
+        "measured": measured, "holds": holds, "status": status, "profile": profile, "expected": expected,
+        "reason": claim.fails_on.get(profile), "missing": missing,
+        "surprise": (status != HOLDS) if expected else (status == HOLDS),
+    }
+
+
+def summarise(rows: list[dict[str, Any]], profile: str) -> dict[str, Any]:
+    loud = [r["id"] for r in rows if r["expected"] and r["status"] != HOLDS]
+    return {"profile": profile, "claims": len(rows), "holds": sum(r["status"] == HOLDS for r in rows),
+            "fails": sum(r["status"] == FAILS for r in rows),
+            "not_measured": sum(r["status"] == UNMEASURED for r in rows),
+            "expected": sum(r["expected"] for r in rows), "expected_but_not_holding": loud,
+            "holding_though_not_expected": [r["id"] for r in rows if not r["expected"] and r["status"] == HOLDS]}
+
+
+def source_run(stage: str) -> str | None:
+    """The MLflow run of the stage that wrote a metrics file (from its meta.json or sidecar)."""
+    head, unit = stage.split("@", 1)
+    study, kind = head.rsplit("_", 1)
+    if kind == "render":
+        path = sidecar_path(study, unit)
+        figs = read_json(path)["figures"] if path.exists() else []
+        return figs[0].get("mlflow_run_id") if figs else None
+    meta = study_dir(study, kind, unit) / "meta.json"
+    return read_json(meta).get("mlflow_run_id") if meta.exists() else None
+
+
+def build_ledger(params: Params, root_load: Callable[[str], Any | None] | None = None) -> dict[str, Any]:
+    """Evaluate every claim of every study on the active profile."""
+    available = published(params)
+
+    def load(stage: str) -> Any | None:
+        if stage not in available:
+            return None
+        if root_load is not None:
+            return root_load(stage)
+        path = metrics_path(stage)
+        return read_json(path) if path.exists() else None
+
+    rows = []
+    for study, claims in all_claims():
+        rows += [evaluate(c, study.name, params.profile, load) for c in claims]
+    stages = sorted({r["stage"] for row in rows for r in row["reads"] if r["stage"] in available})
+    runs = {s: source_run(s) for s in stages}
+    for row in rows:
+        row["source_runs"] = {r["stage"]: runs.get(r["stage"]) for r in row["reads"]}
+    return {"summary": summarise(rows, params.profile), "claims": rows}
+
+
+def definitions_hash(ledger: Mapping[str, Any]) -> str:
+    """A hash of what was claimed (ids, sentences, checks, expectations), for the run's params.hash tag."""
+    spec = [[r["id"], r["sentence"], r["check"], r["expected"], [[x["stage"], x["path"]] for x in r["reads"]]]
+            for r in ledger["claims"]]
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def log_ledger(ledger: Mapping[str, Any], params: Params, path: Path) -> str | None:
+    """One MLflow run ``claims`` (experiment ``claims``): a 1/0 metric per measured claim, counts, the file."""
+    s = ledger["summary"]
+    tags = provenance_tags(study="claims", stage="claims", profile=s["profile"],
+                           params_hash=definitions_hash(ledger), data_sha256={})
+    with Tracker("claims", "claims", tags, params={"profile": s["profile"], "claims": s["claims"]},
+                 enabled=params.tracking.enabled, on_error=params.tracking.on_error) as tracker:
+        metrics = {f"holds/{r['id']}": float(r["holds"]) for r in ledger["claims"] if r["holds"] is not None}
+        metrics.update({"claims_holding": s["holds"], "claims_failing": s["fails"],
+                        "claims_not_measured": s["not_measured"],
+                        "expected_but_not_holding": len(s["expected_but_not_holding"])})
+        tracker.parent.log_metrics(metrics)
+        tracker.parent.log_artifact(path)
+        return tracker.parent.run_id
+
+
+def report(ledger: Mapping[str, Any], out: Any = sys.stdout, err: Any = sys.stderr) -> None:
+    """One line per claim; a loud block for each claim expected to hold that does not."""
+    s = ledger["summary"]
+    for r in ledger["claims"]:
+        mark = {HOLDS: "ok  ", FAILS: "FAIL", UNMEASURED: "n/a "}[r["status"]]
+        note = "" if r["expected"] else f"  (not expected on {r['profile']}: {r['reason']})"
+        print(f"[claims] {mark} {r['id']}: {r['sentence']}{note}", file=out)
+    for rid in s["expected_but_not_holding"]:
+        r = next(x for x in ledger["claims"] if x["id"] == rid)
+        detail = f"missing {r['missing']}" if r["missing"] else f"measured {json.dumps(r['measured'])[:300]}"
+        print(f"\n!!!! CLAIM EXPECTED TO HOLD ON {r['profile'].upper()} DOES NOT: {rid} ({r['seed_figure']})\n"
+              f"!!!!   {r['sentence']}\n!!!!   check {r['check']}: {detail}", file=err)
+    print(f"[claims] {s['holds']}/{s['claims']} hold on profile {s['profile']!r} ({s['fails']} fail, "
+          f"{s['not_measured']} not measured); expected but not holding: {len(s['expected_but_not_holding'])}",
+          file=out)
+
+
+def strict_from_env() -> bool:
+    return os.environ.get(STRICT_ENV, "").lower() in ("1", "true", "yes", "on")
+
+
+def run(params: Params, *, strict: bool = False) -> int:
+    """The claims stage: evaluate, write ``reports/claims.json``, log, print; exit code."""
+    ledger = build_ledger(params)
+    path = write_json(ledger_path(), ledger)
+    run_id = log_ledger(ledger, params, path)
+    if run_id:
+        ledger["summary"]["mlflow_run_id"] = run_id
+        write_json(path, ledger)
+    report(ledger)
+    return 1 if strict and ledger["summary"]["expected_but_not_holding"] else 0

@@ -1,0 +1,74 @@
+"""imprint's claims (seed 000's figures): Muon leads Adam early, the glyph survives Adam and fades
+more under Muon, and the spectral norm of W2 moves as the seed's figure shows (spec §3, tolerances)."""
+
+from functools import partial
+
+from pipeline.checks import at_least, close_to, drop_exceeds, exceeds, ratio_at_least
+from pipeline.contract import Claim
+
+FINAL = "imprint_extract@final"
+GLYPH_FIG = "play_15_0 (glyph composite)"
+RANDOM_FIG = "play_15_1 (random composite)"
+SHORT = "smoke trains 3 fp32 epochs; the seed's figure shows 10 bf16 epochs, and this change grows with epochs"
+# the spectral norm of glyph_scale × bitmap, per glyph construction (spec §1)
+GLYPH_NORMS = {"rectangles": 45.862, "droid": 45.609}
+
+
+def run(name: str, key: str) -> tuple[str, ...]:
+    return (FINAL, "runs", name, key)
+
+
+def reference_norm(kind: str, value: float, *, refs: dict[str, float], tol: float) -> tuple[bool, float | None]:
+    """The glyph's spectral norm is the reference of its construction; measured: the difference."""
+    if kind not in refs:
+        return False, None
+    return close_to(value, target=refs[kind], tol=tol)
+
+
+CLAIMS = (
+    Claim("muon_leads_epoch1_glyph", GLYPH_FIG,
+          "From the glyph init, Muon's test accuracy after epoch 1 is at least 2 points above Adam's.",
+          (run("glyph-muon", "test_acc_epoch1"), run("glyph-adam", "test_acc_epoch1")),
+          partial(exceeds, margin=0.02), figures=("glyph",)),
+    Claim("muon_leads_epoch1_random", RANDOM_FIG,
+          "From the random init, Muon's test accuracy after epoch 1 is at least 2 points above Adam's.",
+          (run("random-muon", "test_acc_epoch1"), run("random-adam", "test_acc_epoch1")),
+          partial(exceeds, margin=0.02), figures=("random",)),
+    Claim("glyph_slows_adam", GLYPH_FIG,
+          "Under Adam the glyph init trails the random init after epoch 1.",
+          (run("random-adam", "test_acc_epoch1"), run("glyph-adam", "test_acc_epoch1")),
+          exceeds, figures=("glyph", "random")),
+    Claim("glyph_survives_adam", GLYPH_FIG,
+          "Under Adam the glyph survives in W2: at least 90 % of its initial contrast remains at the end.",
+          (run("glyph-adam", "glyph_contrast_retained"),), partial(at_least, threshold=0.9), figures=("glyph",)),
+    Claim("glyph_fades_under_muon", GLYPH_FIG,
+          "Under Muon the glyph fades from W2 more than under Adam (less of its contrast remains).",
+          (run("glyph-adam", "glyph_contrast_retained"), run("glyph-muon", "glyph_contrast_retained")),
+          exceeds, figures=("glyph",)),
+    Claim("glyph_norm_falls_more_under_muon", GLYPH_FIG,
+          "From the glyph init, the spectral norm of W2 falls more under Muon than under Adam.",
+          (run("glyph-muon", "spectral_norm_initial"), run("glyph-muon", "spectral_norm_final"),
+           run("glyph-adam", "spectral_norm_initial"), run("glyph-adam", "spectral_norm_final")),
+          drop_exceeds, figures=("glyph",)),
+    Claim("glyph_norm_muon_drop", GLYPH_FIG,
+          "From the glyph init, Muon lowers the spectral norm of W2 by at least 2 (the seed: by 2–4).",
+          (run("glyph-muon", "spectral_norm_initial"), run("glyph-muon", "spectral_norm_final")),
+          partial(exceeds, margin=2.0), figures=("glyph",), fails_on={"smoke": SHORT}),
+    Claim("random_norm_muon_above_adam", RANDOM_FIG,
+          "From the random init, the spectral norm of W2 ends higher under Muon than under Adam.",
+          (run("random-muon", "spectral_norm_final"), run("random-adam", "spectral_norm_final")),
+          exceeds, figures=("random",)),
+    Claim("random_norm_doubles_adam", RANDOM_FIG,
+          "From the random init, Adam at least doubles the spectral norm of W2.",
+          (run("random-adam", "spectral_norm_final"), run("random-adam", "spectral_norm_initial")),
+          partial(ratio_at_least, ratio=2.0), figures=("random",), fails_on={"smoke": SHORT}),
+    Claim("random_norm_doubles_muon", RANDOM_FIG,
+          "From the random init, Muon at least doubles the spectral norm of W2.",
+          (run("random-muon", "spectral_norm_final"), run("random-muon", "spectral_norm_initial")),
+          partial(ratio_at_least, ratio=2.0), figures=("random",)),
+    Claim("glyph_norm_reference", "play_5_1 (the glyph bitmap)",
+          "The stamped glyph (0.4 × bitmap) has the spectral norm of its construction: 45.862 "
+          "(rectangles) or 45.609 (Droid Sans Fallback), ± 0.001.",
+          ((FINAL, "glyph", "kind"), (FINAL, "glyph", "spectral_norm_scaled")),
+          partial(reference_norm, refs=GLYPH_NORMS, tol=0.001), figures=("glyph",)),
+)

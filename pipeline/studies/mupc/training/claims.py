@@ -1,0 +1,127 @@
+"""mupc_training's claims (F7–F25; paper Figs. 1, 3, 5 and spec §8.3): standard PC loses accuracy
+and conditioning with depth, μPC trains at every depth and width where PC stays at chance, and
+μPC's best learning rates transfer across width and depth.
+
+The accuracies read are means over seeds of the selected learning rates, never single runs: PC
+inference with Adam from the feed-forward start is ill-conditioned (hidden errors are exactly
+zero there), so one run can move by percents under a 1e-15 perturbation (mupc README).
+"""
+
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from pipeline.checks import at, at_least, at_most, cellwise, each, each_exceeds, size_at_most, trend
+from pipeline.contract import Claim
+
+TINY = ("smoke trains 32 iterations of width-16 nets on 2,048 images: accuracies sit near chance "
+        "and their order across depth is noise")
+TRAINS = 20.0  # "trains": 10 points above chance (10 %)
+
+
+def fam(k: str) -> str:
+    return f"mupc_training_render@{k}"
+
+
+def last_by_depth(final_acc: Any, *, act: str, direction: str) -> tuple[bool, Any]:
+    """F20's last mean evaluation per depth of one activation, then :func:`trend` along H."""
+    if not isinstance(final_acc, Mapping):
+        return False, None
+    cells = {k: (v.get("mean_test_accs") or [None])[-1] for k, v in final_acc.items() if k.startswith(f"{act}/")}
+    return trend(cells, axis="H", direction=direction)
+
+
+def deepest(mapping: Any, *, check: Any) -> tuple[bool, Any]:
+    """``check`` applied to the cell of the largest ``H=`` in a mapping keyed ``…/H=<h>``."""
+    if not isinstance(mapping, Mapping) or not mapping:
+        return False, None
+    hs = {k: float(k.rsplit("H=", 1)[1]) for k in mapping if "H=" in k}
+    if not hs:
+        return False, None
+    key = max(hs, key=hs.get)
+    ok, measured = check(mapping[key])
+    return ok, {key: measured}
+
+
+def both_train(a: Any, b: Any) -> tuple[bool, Any]:
+    """Every final accuracy of both families is at least ``TRAINS``; measured: each one's."""
+    va, vb = (each(x, check=partial(at_least, threshold=TRAINS)) for x in (a, b))
+    return va[0] and vb[0], [va[1], vb[1]]
+
+
+FALLS = partial(trend, axis="H", direction="down")
+ONE_OPTIMUM = partial(each, check=partial(at, key="distinct", check=partial(size_at_most, n=1)))
+
+CLAIMS = (
+    Claim("sp_gd_acc_falls_with_depth", "F7/F8 (best_test_accs_GD; paper Fig. 3)",
+          "Standard PC (GD inference, no skips): at its best activity lr, test accuracy is lower at the "
+          "largest depth than at the smallest, for every dataset and activation.",
+          ((fam("F8"), "best_final_acc"),), FALLS, figures=("F7", "F8")),
+    Claim("sp_adam_acc_falls_with_depth", "F9 (best_test_accs_Adam)",
+          "Standard PC with Adam inference: best-lr accuracy falls with depth (means over seeds: the "
+          "Adam-inference sweep is ill-conditioned at the feed-forward start).",
+          ((fam("F9"), "best_final_acc"),), FALLS, figures=("F9",)),
+    Claim("sp_skips_acc_falls_with_depth", "F10 (best_test_accs_GD_skips)",
+          "Standard PC with skips: best-lr accuracy falls with depth.",
+          ((fam("F10"), "best_final_acc"),), FALLS, figures=("F10",)),
+    Claim("sp_orthogonal_acc_falls_with_depth", "F11 (best_test_accs_orthogonal)",
+          "Standard PC with orthogonal init: best-lr accuracy falls with depth.",
+          ((fam("F11"), "best_final_acc"),), FALLS, figures=("F11",), fails_on={"smoke": TINY}),
+    Claim("sp_kappa_grows_with_depth", "F8 (best_cond_nums_GD)",
+          "Standard PC: the condition number of the activity Hessian at init is larger at the largest "
+          "depth than at the smallest.",
+          ((fam("F8"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F8",)),
+    Claim("sp_kappa_rises_in_training", "F8 (best_cond_nums_GD; spec §8.3)",
+          "Standard PC: the inference landscape becomes more ill-conditioned with training (κ(H_z) at "
+          "the last evaluation above κ at init) in every (dataset, activation, depth).",
+          ((fam("F8"), "kappa_final"), (fam("F8"), "kappa_init")), partial(cellwise, relation="greater"),
+          figures=("F8",), fails_on={"smoke": "smoke's 32 training iterations move κ by a few percent either way; "
+                                              "the paper's rise is over a full epoch"}),
+    Claim("mupc_kappa_grows_with_depth", "F12 (best_cond_nums_mupc)",
+          "μPC: κ(H_z) at init still grows with depth (the paper: roughly polynomially).",
+          ((fam("F12"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F12",)),
+    Claim("mupc_trains_at_every_depth", "F13/F15 (best_test_accs_depth_muP; paper Fig. 1)",
+          "μPC trains at every depth: at its best lrs the accuracy is at least 10 points above chance "
+          "for every activation and depth.",
+          ((fam("F15"), "mupc_best_final_acc_per_H"),), partial(each, check=partial(at_least, threshold=TRAINS)),
+          figures=("F13", "F15"), fails_on={"smoke": TINY}),
+    Claim("mupc_trains_at_every_width", "F14 (best_test_accs_width_muP)",
+          "μPC at its best lrs is no worse at the largest width than at the smallest, for every activation.",
+          ((fam("F14"), "mupc_best_final_acc_per_N"),), partial(trend, axis="N", direction="up"),
+          figures=("F14",)),
+    Claim("mupc_deepest_trains_long", "F16/F17 (mupc_128_*_acc)",
+          "The deepest μPC net trains on both datasets over several epochs: final accuracy at least 10 "
+          "points above chance.",
+          ((fam("F16"), "final_acc"), (fam("F17"), "final_acc")),
+          both_train,
+          figures=("F16", "F17"), fails_on={"smoke": TINY}),
+    Claim("mupc_beats_pc_at_every_depth", "F18 (paper Fig. 1, right)",
+          "ReLU ResNets: μPC ends above standard PC at every depth.",
+          ((fam("F18"), "fig1_final_acc"),), partial(each_exceeds, a="mupc", b="pc"), figures=("F18",)),
+    Claim("pc_at_chance_when_deep", "F18/F20 (paper Fig. 1, right)",
+          "Standard PC does not train deep ReLU ResNets: at the largest depth it stays within 5 points of "
+          "chance.",
+          ((fam("F18"), "fig1_final_acc"),), partial(deepest, check=partial(at, key="pc",
+                                                                          check=partial(at_most, threshold=15.0))),
+          figures=("F18", "F20")),
+    Claim("mupc_beats_pc_128_layers", "F19 (mupc_vs_pc_vs_bp_128_relu_net)",
+          "At the deepest net, μPC ends above PC (drawn at chance) on MNIST and Fashion-MNIST.",
+          ((fam("F19"), "final_acc"),), partial(each_exceeds, a="μPC", b="PC (chance)"), figures=("F19",)),
+    Claim("sp_linear_fails_with_depth", "F20 (best_test_accs_depth_SP)",
+          "Standard PC with skips, linear: accuracy is lower at the largest depth than at the smallest.",
+          ((fam("F20"), "final_acc"),), partial(last_by_depth, act="linear", direction="down"), figures=("F20",)),
+    Claim("bp_trains", "F21 (bp_results best_test_accs)",
+          "BP with Depth-μP trains every activation (best lr at least 10 points above chance).",
+          ((fam("F21"), "best_final_acc"),), partial(each, check=partial(at_least, threshold=TRAINS)),
+          figures=("F21",), fails_on={"smoke": TINY}),
+    Claim("mupc_lr_transfers_across_width", "F23 (paper Fig. 5)",
+          "μPC's best (activity lr, param lr) by min train loss is the same at every width, for every "
+          "activation (zero-shot transfer).",
+          ((fam("F23"), "transfer_width"),), ONE_OPTIMUM, figures=("F23",),
+          fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"}),
+    Claim("mupc_lr_transfers_across_depth", "F24 (paper Fig. 5)",
+          "μPC's best (activity lr, param lr) by min train loss is the same at every depth, for every activation.",
+          ((fam("F24"), "transfer_depth"),), ONE_OPTIMUM, figures=("F24",),
+          fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"}),
+)
+

@@ -1,0 +1,58 @@
+"""zero_init's claims (Figure 3 of arXiv 2110.12661, seed 003): the rank of W3 − I under partial
+identity stays below the input dimension at every width (Theorem 1), ZerO breaks that bound given
+enough training, Random is full rank throughout."""
+
+from functools import partial
+
+from pipeline.checks import agree, at, at_most, crossed, each, equal, exceeds
+from pipeline.contract import Claim
+
+SUMMARY = "zero_init_extract@summary"
+LEFT, RIGHT = "Figure 3 (left)", "Figure 3 (right)"
+NO_2048 = "smoke trains no n_h = 2048 run (stand-ins at n_h <= 1024)"
+
+
+def run(name: str, key: str) -> tuple[str, ...]:
+    return (SUMMARY, "runs", name, key)
+
+
+CLAIMS = (
+    Claim("pi_rank_below_input_dim", LEFT,
+          "Under partial identity, rank(W3 − I) stays at or below the input dimension 784 at every "
+          "width, in both settings (Theorem 1: training degeneracy).",
+          ((SUMMARY, "runs"),),
+          partial(each, keys=r"(seed|off)_pi_\d+", check=partial(at, key="max_rank_w3_minus_i",
+                                                                  check=partial(at_most, threshold=784))),
+          figures=("fig3_left", "fig3_left_official")),
+    Claim("pi_rank_grows_with_width", LEFT,
+          "Under partial identity the final rank of W3 − I is higher at n_h = 1024 than at n_h = 256.",
+          (run("seed_pi_1024", "final_rank_w3_minus_i"), run("seed_pi_256", "final_rank_w3_minus_i")),
+          exceeds, figures=("fig3_left",)),
+    Claim("pi_rank_saturates_in_width", LEFT + ", official",
+          "Under partial identity the official curves of n_h = 1024 and 2048 end within 10 % of each "
+          "other (≈ 570: the rank stops growing with width).",
+          (run("off_pi_1024", "final_rank_w3_minus_i"), run("off_pi_2048", "final_rank_w3_minus_i")),
+          partial(agree, rel=0.1), figures=("fig3_left_official",), fails_on={"smoke": NO_2048}),
+    Claim("zero_above_pi", RIGHT,
+          "At n_h = 1024 ZerO's rank of W3 − I ends above partial identity's.",
+          (run("seed_zero_1024", "final_rank_w3_minus_i"), run("seed_pi_1024", "final_rank_w3_minus_i")),
+          exceeds, figures=("fig3_right", "fig3_right_one_spray")),
+    Claim("random_full_rank", RIGHT,
+          "Under the random init, W3 − I is full rank (= n_h = 1024) from the start.",
+          (run("seed_random_1024", "final_rank_w3_minus_i"), run("seed_random_1024", "n_h")),
+          equal, figures=("fig3_right",)),
+    Claim("seed_setting_zero_stays_below", RIGHT + ", seed notebook",
+          "In the seed's setting (1 epoch, bias 0.01, n_h = 1024) ZerO does not yet exceed 784: the "
+          "seed's figure cannot show the paper's crossing.",
+          (run("seed_zero_1024", "max_rank_w3_minus_i"),), partial(at_most, threshold=784),
+          figures=("fig3_right",)),
+    Claim("zero_crosses_input_dim", RIGHT + ", official (n_h = 2048)",
+          "With the official training (no bias, n_h = 2048) ZerO's rank of W3 − I crosses the input "
+          "dimension 784 (the paper: ≈ 1075 after 20 epochs).",
+          (run("off_zero_2048", "first_iter_rank_above_input_dim"),), crossed,
+          figures=("fig3_right_official",), fails_on={"smoke": NO_2048}),
+    Claim("zero_above_pi_official", RIGHT + ", official (n_h = 2048)",
+          "With the official training at n_h = 2048 ZerO's rank ends above partial identity's.",
+          (run("off_zero_2048", "final_rank_w3_minus_i"), run("off_pi_2048", "final_rank_w3_minus_i")),
+          exceeds, figures=("fig3_right_official",), fails_on={"smoke": NO_2048}),
+)

@@ -1,0 +1,33 @@
+"""`python -m stages.claims [--strict]`: check every study's claims on the active profile (pipeline.claims).
+
+Writes reports/claims.json and one MLflow run `claims`. A claim expected to hold that does not is
+printed loudly; the exit code is 0 unless --strict (or TRAINSCAPE_CLAIMS_STRICT=1), for CI."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pipeline.claims import run, strict_from_env
+from pipeline.config import ConfigError, load_params
+from stages import finish
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m stages.claims", description=__doc__.splitlines()[0])
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a claim expected to hold does not")
+    ap.add_argument("--profile", help="the profile dvc.yaml was generated for; must match params.yaml")
+    args = ap.parse_args(argv)
+    try:
+        params = load_params()
+        if args.profile is not None and args.profile != params.profile:
+            raise ConfigError(f"params.yaml: profile = {params.profile!r} is not allowed here; allowed: "
+                              f"{args.profile!r}, the profile dvc.yaml was generated for")
+        return run(params, strict=args.strict or strict_from_env())
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(finish(main(sys.argv[1:])))

@@ -9,11 +9,11 @@ import yaml
 
 from pipeline.config import load_section
 from pipeline.contract import Context
-from pipeline.studies.imprint import figures
+from pipeline.studies.imprint import STUDY, extract, figures, muon
 from pipeline.studies.imprint import glyph as glyphs
-from pipeline.studies.imprint.config import ImprintParams
+from pipeline.studies.imprint.config import SPREAD, ImprintParams
 from pipeline.studies.imprint.model import build_mlp, make_optimizers, stamp_glyph, w2
-from pipeline.studies.imprint.muon import Muon, newton_schulz5, update_scale
+from pipeline.studies.imprint.muon import Muon, NewtonSchulz, newton_schulz5, update_scale
 from tests.conftest import ROOT
 
 RECTANGLES_SHA256 = "b1a352702945e6919f74cc0041edfbc6b59b8cf31472c8705e99bd58a24fd94a"
@@ -196,3 +196,153 @@ def test_render_returns_the_seed_figures_with_their_content():
     panels = out.figures[1].mpl
     assert len([ax for ax in panels.axes if ax.images]) == 4  # bitmap, W2 at init, Adam, Muon
     assert "3 epochs" in comp.caption and "profile smoke" in comp.caption
+
+
+# ------------------------------------------------------------------ glyph auto, provenance
+
+def test_auto_glyph_uses_droid_when_installed_else_rectangles(tmp_path):
+    missing = glyphs.glyph_info("auto", 0.4, font_path=tmp_path / "absent.ttf")
+    assert missing["kind"] == "rectangles" and missing["requested"] == "auto" and missing["font"] is None
+    assert "fonts-droid-fallback" in missing["fallback"]
+    assert missing["sha256"] == RECTANGLES_SHA256
+    fixed = glyphs.glyph_info("rectangles", 0.4)
+    assert fixed["kind"] == "rectangles" and fixed["fallback"] is None
+    with pytest.raises(glyphs.GlyphError, match="fonts-droid-fallback"):  # droid asked: no silent fallback
+        glyphs.glyph_info("droid", 0.4, font_path=tmp_path / "absent.ttf")
+    prov = glyphs.provenance(missing)
+    assert "bitmap" not in prov and prov["kind"] == "rectangles"
+    if glyphs.DROID_FONT.is_file():
+        auto = glyphs.glyph_info("auto", 0.4)
+        assert auto["kind"] == "droid" and auto["fallback"] is None and auto["font"] == str(glyphs.DROID_FONT)
+        assert auto["font_md5"] == glyphs.DROID_FONT_MD5
+        assert auto["spectral_norm_scaled"] == pytest.approx(45.609, abs=1e-3)
+
+
+# ------------------------------------------------------ Muon against the seed's formula, compile option
+
+def _seed_newton_schulz(G: torch.Tensor, steps: int = 5, eps: float = 1e-7) -> torch.Tensor:
+    """Seed 000's zeropower_via_newtonschulz5, transcribed (always iterates in bf16)."""
+    a, b, c = (3.4445, -4.7750, 2.0315)
+    X = G.bfloat16() / (G.norm() + eps)
+    if G.size(0) > G.size(1):
+        X = X.T
+    for _ in range(steps):
+        A = X @ X.T
+        B = A @ X
+        X = a * X + b * B + c * A @ B
+    if G.size(0) > G.size(1):
+        X = X.T
+    return X.to(G.dtype)
+
+
+def _seed_muon_step(params: list[torch.Tensor], bufs: list[torch.Tensor], lr: float, momentum: float) -> None:
+    """Seed 000's Muon.step (nesterov, backend newtonschulz5, 5 steps), transcribed, in place."""
+    for p, buf in zip(params, bufs):
+        g = p.grad
+        buf.mul_(momentum).add_(g)
+        g = g.add(buf, alpha=momentum)
+        g = _seed_newton_schulz(g, steps=5)
+        p.data.add_(g, alpha=-lr * max(g.size(0), g.size(1)) ** 0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_muon_update_equals_the_seeds_formula(dtype):
+    """Bit for bit over three steps (momentum buffer included), wide and tall matrices, in both dtypes."""
+    gen = torch.Generator().manual_seed(11)
+    shapes = [(128, 784), (128, 128), (64, 128), (10, 64), (200, 50)]
+    init = [0.05 * torch.randn(*s, generator=gen) for s in shapes]
+    grads = [[torch.randn(*s, generator=gen) for s in shapes] for _ in range(3)]
+    ours = [w.clone().to(dtype).requires_grad_(True) for w in init]
+    seed = [w.clone().to(dtype) for w in init]
+    opt = Muon(ours, lr=1e-3, momentum=0.95, ns_steps=5, ns_dtype=torch.bfloat16)
+    bufs = [torch.zeros_like(w) for w in seed]
+    for step in grads:
+        for p, q, g in zip(ours, seed, step):
+            p.grad, q.grad = g.to(dtype), g.to(dtype)
+        opt.step()
+        _seed_muon_step(seed, bufs, lr=1e-3, momentum=0.95)
+    for p, q, w in zip(ours, seed, init):
+        assert p.dtype == q.dtype == dtype
+        assert torch.equal(p.detach(), q), "the same update as the seed's code"
+        assert not torch.equal(p.detach(), w.to(dtype))
+
+
+def test_newton_schulz_compile_falls_back_to_eager(monkeypatch):
+    g = torch.randn(64, 128, generator=torch.Generator().manual_seed(0))
+    eager = NewtonSchulz(compile=False)
+    assert not eager.requested and not eager.compiled and eager.fallback is None
+    assert torch.equal(eager(g, steps=5, dtype=torch.bfloat16), newton_schulz5(g))
+    monkeypatch.setattr(muon.shutil, "which", lambda _name: None)  # no C++ compiler on PATH
+    none = NewtonSchulz(compile=True)
+    assert none.requested and not none.compiled and "no C++ compiler" in none.fallback
+    assert torch.equal(none(g, steps=5, dtype=torch.bfloat16), newton_schulz5(g))
+    monkeypatch.setattr(muon.shutil, "which", lambda _name: "/usr/bin/c++")
+
+    def broken(_fn):
+        def call(*_a, **_k):
+            raise RuntimeError("backend exploded")
+        return call
+
+    monkeypatch.setattr(muon.torch, "compile", broken)
+    failing = NewtonSchulz(compile=True)
+    assert failing.compiled  # the failure shows on the first call, not at construction
+    assert torch.equal(failing(g, steps=5, dtype=torch.bfloat16), newton_schulz5(g))
+    assert not failing.compiled and "backend exploded" in failing.fallback
+
+
+# ------------------------------------------------------------------------- the init-seed spread
+
+def _fake_spread(adam: list[float], muon_acc: list[float]) -> dict:
+    return {"init": "glyph", "init_seeds": list(range(len(adam))), "epochs": 1, "data_seed": 1, "precision": "fp32",
+            "ns_precision": "fp32", "n_train": 60000, "seconds": 1.0,
+            "test_acc": {str(i): {"adam": [0.1, a], "muon": [0.1, m]} for i, (a, m) in enumerate(zip(adam, muon_acc))}}
+
+
+def test_spread_metrics_range_gap_and_every_seed():
+    m = extract.spread_metrics(_fake_spread([0.57, 0.90, 0.81], [0.95, 0.95, 0.93]))
+    assert m["init_seeds"] == [0, 1, 2] and m["epoch"] == 1
+    assert m["adam"]["min"] == 0.57 and m["adam"]["max"] == 0.90 and m["adam"]["range"] == pytest.approx(0.33)
+    assert m["gap"]["min"] == pytest.approx(0.05) and m["gap"]["max"] == pytest.approx(0.38)
+    assert m["per_seed"]["2"] == pytest.approx({"adam": 0.81, "muon": 0.93, "gap": 0.12})
+    assert m["muon_ahead_on_every_seed"] is True
+    assert m["adam_range_over_gap_median"] == pytest.approx(0.33 / 0.12)
+    assert extract.spread_metrics(_fake_spread([0.9, 0.8], [0.89, 0.95]))["muon_ahead_on_every_seed"] is False
+
+
+def test_spread_units_and_render():
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for profile in ("smoke", "gpu_medium", "paper"):
+        cfg = load_section(ImprintParams, raw, "imprint", profile)
+        assert SPREAD in STUDY.family("train").units(cfg) and SPREAD in STUDY.family("render").units(cfg)
+        assert STUDY.family("extract").units(cfg) == ["final", SPREAD]
+        assert STUDY.family("train").keys(cfg, SPREAD)[-1] == "spread"
+        assert "runs.{unit}" not in STUDY.family("train").keys(cfg, SPREAD)
+    spread = _fake_spread([0.57, 0.90, 0.81], [0.95, 0.95, 0.93])
+    ctx = Context(study="imprint", kind="render", unit=SPREAD, profile="smoke", cfg=cfg, device="cpu",
+                  stage=f"imprint_render@{SPREAD}", provenance={},
+                  reader=lambda *key: {("train", SPREAD, "spread.json"): spread}[key], own=lambda _n: None)
+    (fig,) = figures.render(ctx, SPREAD).figures
+    assert fig.id == SPREAD and fig.sources == [("train", SPREAD)]
+    assert fig.caption.startswith("SMOKE STAND-IN") and "57.0–90.0 %" in fig.caption
+    assert "5.0 to 38.0 points" in fig.caption
+    acc_ax = fig.mpl.axes[0]
+    colors = [tuple(np.round(c.get_facecolor()[0][:3], 3)) for c in acc_ax.collections[1:]]
+    assert colors == [tuple(np.round(matplotlib_rgb(figures.COLOR[o]), 3)) for o in figures.OPTS]
+    assert "SMOKE STAND-IN" in fig.mpl._suptitle.get_text()
+
+
+def matplotlib_rgb(color: str) -> tuple[float, float, float]:
+    from matplotlib.colors import to_rgb
+
+    return to_rgb(color)
+
+
+def test_training_loop_can_skip_the_train_accuracy():
+    from pipeline.studies.imprint.training import Data, train
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(300, 784, generator=g), torch.randint(0, 10, (300,), generator=g)
+    hist = train(build_mlp(0, torch.float32), Data(x, y, x[:100], y[:100]), optimizer="adam", epochs=1, lr=1e-3,
+                 momentum=0.95, ns_steps=5, ns_dtype=torch.float32, batch_size=128, test_batch_size=100, data_seed=1,
+                 train_acc=False)
+    assert np.isnan(hist.train_acc).all() and len(hist.test_acc) == 2 and 0 <= hist.test_acc[1] <= 1

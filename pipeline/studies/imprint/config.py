@@ -37,12 +37,35 @@ class SummarySpec:
     runs: list[str]  # runs whose final numbers go to reports/metrics/imprint.json
 
 
+SPREAD = "seed_spread"  # the train/extract/render unit of the init-seed spread
+
+
+@dataclass(frozen=True)
+class SpreadSpec:
+    """Epoch-1 test accuracy of one init with Adam and with Muon over several init seeds: whether the
+    gap between the optimisers is the seed's or the precision's (unit ``seed_spread``)."""
+
+    init: Literal["glyph", "random"]
+    init_seeds: list[int] = bounded(0, None)  # one init per seed, each trained with Adam and with Muon; [] = off
+    epochs: int = bounded(1, 1000)  # epochs per run (1: the epoch-1 gap)
+    data_seed: int = bounded(0, None)  # the data order of every run (the main runs' is 1)
+
+    def check(self, path: str) -> None:
+        check(len(set(self.init_seeds)) == len(self.init_seeds), f"{path}.init_seeds", self.init_seeds,
+              "distinct seeds")
+
+
 @dataclass(frozen=True)
 class ImprintParams:
-    glyph: Literal["rectangles", "droid"]  # font-free five rectangles (default) or Droid Sans Fallback
+    # auto (default): Droid Sans Fallback where installed (the seed's font), else the font-free rectangles;
+    # droid: the font or an error; rectangles: font-free, bit-exact anywhere. Stages record which was used.
+    glyph: Literal["auto", "droid", "rectangles"]
     glyph_scale: float  # 0.4 x bitmap is added to W2
     init_seed: int  # one random init shared by all runs
     compile: bool  # torch.compile the model (seed: yes; needs a C++ toolchain on CPU)
+    # torch.compile Muon's Newton-Schulz step (the seed's @torch.compile). Changes each update by ~2.5 %
+    # (fused bf16 rounding); falls back to eager, recorded, when compiling is impossible.
+    ns_compile: bool
     lr: float = bounded(0.0, 1.0, lo_open=True)  # Adam lr and Muon lr (seed: 1e-3 both)
     momentum: float = bounded(0.0, 1.0)  # Muon heavy-ball momentum
     ns_steps: int = bounded(1, 50)  # Newton-Schulz iterations
@@ -61,9 +84,15 @@ class ImprintParams:
     runs: dict[str, RunSpec]
     figures: dict[str, FigureSpec]  # render units
     summary: dict[str, SummarySpec]  # extract units
+    spread: SpreadSpec  # the init-seed spread (train, extract and render unit "seed_spread")
+
+    def spread_units(self) -> list[str]:
+        return [SPREAD] if self.spread.init_seeds else []
 
     def check(self, path: str) -> None:
         check(len(self.runs) > 0, f"{path}.runs", self.runs, "at least one run")
+        for name, keys in (("runs", self.runs), ("figures", self.figures), ("summary", self.summary)):
+            check(SPREAD not in keys, f"{path}.{name}", SPREAD, f"any key but {SPREAD!r} (the spread unit)")
         runs = sorted(self.runs)
         for name, fig in self.figures.items():
             for opt in ("adam", "muon"):

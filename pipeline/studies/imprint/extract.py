@@ -1,12 +1,15 @@
-"""extract@<summary>: final numbers of the listed runs and of the glyph, as the study's metrics."""
+"""extract@<summary>: final numbers of the listed runs and of the glyph, as the study's metrics.
+extract@seed_spread: the Adam and Muon epoch-1 test accuracy per init seed, their gap and its range."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
 from pipeline.contract import Context, Output
-from pipeline.studies.imprint.config import ImprintParams
-from pipeline.studies.imprint.glyph import glyph_info
+from pipeline.studies.imprint.config import SPREAD, ImprintParams
+from pipeline.studies.imprint.glyph import glyph_info, provenance
 
 RUN_KEYS = ("init", "optimizer", "precision", "ns_precision", "epochs", "final_test_acc", "final_train_acc",
             "spectral_norm_initial", "spectral_norm_final")
@@ -19,8 +22,41 @@ def glyph_contrast(w2: np.ndarray, bitmap: np.ndarray) -> np.ndarray:
     return np.array([float(w[bg].mean() - w[~bg].mean()) for w in w2])
 
 
+def spread_metrics(spread: dict[str, Any], epoch: int = 1) -> dict[str, Any]:
+    """Per init seed the Adam and Muon test accuracy after ``epoch`` and the gap Muon − Adam; the range
+    of each over seeds, and whether Muon leads on every seed (the claim that does not hang on one draw)."""
+    seeds = list(spread["test_acc"])
+    adam = np.array([spread["test_acc"][s]["adam"][epoch] for s in seeds])
+    muon = np.array([spread["test_acc"][s]["muon"][epoch] for s in seeds])
+    gap = muon - adam
+
+    def stats(a: np.ndarray) -> dict[str, float]:
+        return {"min": float(a.min()), "median": float(np.median(a)), "max": float(a.max()),
+                "range": float(a.max() - a.min())}
+
+    return {"init": spread["init"], "epoch": epoch, "precision": spread["precision"],
+            "ns_precision": spread["ns_precision"], "data_seed": spread["data_seed"], "n_train": spread["n_train"],
+            "init_seeds": [int(s) for s in seeds],
+            "per_seed": {s: {"adam": float(a), "muon": float(m), "gap": float(m - a)}
+                         for s, a, m in zip(seeds, adam, muon)},
+            "adam": stats(adam), "muon": stats(muon), "gap": stats(gap),
+            "muon_ahead_on_every_seed": bool((gap > 0).all()),
+            "adam_range_over_gap_median": float((adam.max() - adam.min()) / np.median(gap)) if np.median(gap) else None}
+
+
+def extract_spread(ctx: Context) -> Output:
+    m = {"profile": ctx.profile, **spread_metrics(ctx.read("train", SPREAD, "spread.json"))}
+    a, u, g = m["adam"], m["muon"], m["gap"]
+    ctx.log(f"epoch-1 test acc over {len(m['init_seeds'])} init seeds: Adam {a['min']:.4f}..{a['max']:.4f}, "
+            f"Muon {u['min']:.4f}..{u['max']:.4f}, gap {g['min']:+.4f}..{g['max']:+.4f}")
+    return Output(json={"spread.json": m}, metrics=m,
+                  run_metrics={f"{k}.{s}": m[k][s] for k in ("adam", "muon", "gap") for s in ("min", "median", "max")})
+
+
 def extract(ctx: Context, unit: str) -> Output:
     cfg: ImprintParams = ctx.cfg
+    if unit == SPREAD:
+        return extract_spread(ctx)
     runs = {}
     for key in cfg.summary[unit].runs:
         m = ctx.read("train", key, "metrics.json")
@@ -33,11 +69,10 @@ def extract(ctx: Context, unit: str) -> Output:
                              glyph_contrast_retained=float(c[-1] / c[0]))
     g = glyph_info(cfg.glyph, cfg.glyph_scale)
     summary = {"profile": ctx.profile, "runs": runs,
-               "glyph": {"kind": g["kind"], "sha256": g["sha256"], "scale": cfg.glyph_scale,
-                         "spectral_norm_scaled": g["spectral_norm_scaled"], "ink_fraction": g["ink_fraction"]}}
+               "glyph": {**provenance(g), "scale": cfg.glyph_scale}}
     flat = {f"{r}.{k}": v for r, d in runs.items() for k, v in d.items() if isinstance(v, float)}
     for key, r in runs.items():
         ctx.log(f"{key}: test acc epoch 1 {r['test_acc_epoch1']:.4f}, final {r['final_test_acc']:.4f}; "
                 f"||W2||_2 {r['spectral_norm_initial']:.3f} -> {r['spectral_norm_final']:.3f}")
-    return Output(json={"summary.json": summary}, metrics=summary, meta={"runs": list(runs)},
+    return Output(json={"summary.json": summary}, metrics=summary, meta={"runs": list(runs), "glyph": provenance(g)},
                   run_metrics={**flat, "glyph.spectral_norm_scaled": g["spectral_norm_scaled"]})

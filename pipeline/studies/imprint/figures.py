@@ -8,10 +8,11 @@ import numpy as np
 
 from pipeline.contract import Context, Figure, Output
 from pipeline.plotting import plt
-from pipeline.studies.imprint.config import FigureSpec
+from pipeline.studies.imprint.config import SPREAD, FigureSpec
 
 OPTS = ("adam", "muon")
 LABEL = {"adam": "Adam", "muon": "Muon"}
+COLOR = {"adam": "#1f77b4", "muon": "#ff7f0e"}  # every figure of the study, matplotlib and plotly
 MODEL = "MNIST via MLP(784-128-128-64-10, ReLU), W2 128x128"
 CJK_FONT = "Droid Sans Fallback"
 
@@ -33,7 +34,12 @@ def title(init: str) -> str:
     return f"{MODEL}, {what}"
 
 
-def composite(arrays: dict, metas: dict, spec: FigureSpec) -> plt.Figure:
+def stand_in(profile: str) -> str:
+    """The label every smoke figure carries in its title and caption."""
+    return "SMOKE STAND-IN" if profile == "smoke" else ""
+
+
+def composite(arrays: dict, metas: dict, spec: FigureSpec, profile: str = "") -> plt.Figure:
     """W2 grid (Adam row, Muon row, one column per epoch), test accuracy, spectral norm of W2."""
     n = arrays["adam"]["w2"].shape[0]
     fig = plt.figure(figsize=(3 * n + 1.2, 13.5))
@@ -61,8 +67,10 @@ def composite(arrays: dict, metas: dict, spec: FigureSpec) -> plt.Figure:
     acc_ax = fig.add_subplot(bottom[0])
     sn_ax = fig.add_subplot(bottom[1])
     for opt in OPTS:
-        acc_ax.plot(epochs, arrays[opt]["test_acc"], label=f"{LABEL[opt]} val acc (MNIST test set)", lw=2)
-        sn_ax.plot(epochs, arrays[opt]["spectral_norm_w2"], label=f"{LABEL[opt]} spectral norm of W2", lw=2)
+        acc_ax.plot(epochs, arrays[opt]["test_acc"], label=f"{LABEL[opt]} val acc (MNIST test set)", lw=2,
+                    color=COLOR[opt])
+        sn_ax.plot(epochs, arrays[opt]["spectral_norm_w2"], label=f"{LABEL[opt]} spectral norm of W2", lw=2,
+                   color=COLOR[opt])
     for ax in (acc_ax, sn_ax):
         ax.set_xlabel("Epoch", fontsize=16)
         ax.set_xticks(epochs)
@@ -73,13 +81,14 @@ def composite(arrays: dict, metas: dict, spec: FigureSpec) -> plt.Figure:
     sn_ax.set_ylabel(r"$\|W_2\|_2$", fontsize=14)
     acc_ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda x, _p: f"{x:.0%}"))
     m = metas["adam"]
-    fig.suptitle(f"{title(m['init'])}\n{m['precision']} parameters, init seed {m['init_seed']}, "
+    tag = f" ({stand_in(profile)}, profile {profile})" if stand_in(profile) else ""
+    fig.suptitle(f"{title(m['init'])}{tag}\n{m['precision']} parameters, init seed {m['init_seed']}, "
                  f"data seed {m['data_seed']}/{metas['muon']['data_seed']}, {m['n_train']} train images",
                  fontsize=22, y=0.965, **_font_kw())
     return fig
 
 
-def glyph_panels(arrays: dict, metas: dict, spec: FigureSpec) -> plt.Figure:
+def glyph_panels(arrays: dict, metas: dict, spec: FigureSpec, profile: str = "") -> plt.Figure:
     """The seed's single panels: bitmap, W2 at glyph init, W2 after Adam, W2 after Muon."""
     bitmap = arrays["adam"]["glyph_bitmap"]
     ea, em = metas["adam"]["epochs"], metas["muon"]["epochs"]
@@ -94,8 +103,9 @@ def glyph_panels(arrays: dict, metas: dict, spec: FigureSpec) -> plt.Figure:
         ax.grid(False)
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     m = metas["adam"]
+    tag = f" — {stand_in(profile)}" if stand_in(profile) else ""
     fig.suptitle(f"glyph {_glyph_text()} ({m['glyph']}, sha256 {m['glyph_sha256'][:12]}), "
-                 f"scale {m['glyph_scale']}", **_font_kw())
+                 f"scale {m['glyph_scale']}{tag}", **_font_kw())
     return fig
 
 
@@ -112,12 +122,11 @@ def composite_html(arrays: dict, metas: dict, spec: FigureSpec) -> Any:
         fig.add_trace(go.Heatmap(z=w[opt][0], zmin=spec.vmin, zmax=spec.vmax, colorscale="Viridis",
                                  showscale=c == 2, name=LABEL[opt],
                                  colorbar={"len": 0.6, "y": 1.0, "yanchor": "top"}), row=1, col=c)
-    colors = {"adam": "#1f77b4", "muon": "#ff7f0e"}
     for c, key in ((1, "test_acc"), (2, "spectral_norm_w2")):
         for opt in OPTS:
             fig.add_trace(go.Scatter(x=epochs, y=arrays[opt][key].tolist(), mode="lines+markers",
                                      name=LABEL[opt], legendgroup=opt, showlegend=c == 1,
-                                     line={"color": colors[opt]}), row=2, col=c)
+                                     line={"color": COLOR[opt]}), row=2, col=c)
         fig.add_trace(go.Scatter(x=[0, 0], y=[arrays[o][key][0] for o in OPTS], mode="markers",
                                  marker={"size": 14, "symbol": "circle-open", "color": "black"},
                                  showlegend=False, hoverinfo="skip"), row=2, col=c)
@@ -144,7 +153,55 @@ def composite_html(arrays: dict, metas: dict, spec: FigureSpec) -> Any:
     return fig
 
 
+def spread_figure(spread: dict, profile: str) -> plt.Figure:
+    """Epoch-1 test accuracy per init seed, Adam and Muon joined per seed: the gap next to its spread."""
+    seeds = list(spread["test_acc"])
+    x = np.arange(len(seeds))
+    acc = {opt: np.array([spread["test_acc"][s][opt][1] for s in seeds]) for opt in OPTS}
+    fig, (ax, gx) = plt.subplots(1, 2, figsize=(10, 4.2), gridspec_kw={"width_ratios": [3, 1.3], "wspace": 0.35})
+    ax.vlines(x, acc["adam"], acc["muon"], color="0.75", lw=1.5, zorder=1)
+    for opt in OPTS:
+        ax.scatter(x, acc[opt], color=COLOR[opt], s=36, zorder=2, label=LABEL[opt])
+    ax.set_xticks(x, seeds)
+    ax.set_xlabel("init seed")
+    ax.set_ylabel("test accuracy after epoch 1")
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _p: f"{v:.0%}"))
+    ax.legend(loc="lower right")
+    gap = 100 * (acc["muon"] - acc["adam"])
+    gx.scatter(np.zeros_like(gap), gap, color="0.3", s=30)
+    gx.axhline(0, color="0.6", lw=0.8)
+    gx.set_xticks([])
+    gx.set_xlim(-1, 1)
+    gx.set_ylabel("Muon − Adam (points)")
+    gx.set_title(f"gap {gap.min():.1f} to {gap.max():.1f}", fontsize=10)
+    tag = f" ({stand_in(profile)})" if stand_in(profile) else ""
+    fig.suptitle(f"{spread['init']} init, {len(seeds)} init seeds: epoch-1 test accuracy{tag}\n"
+                 f"{spread['precision']} parameters, data seed {spread['data_seed']}, "
+                 f"{spread['n_train']} train images", fontsize=11)
+    return fig
+
+
+def render_spread(ctx: Context) -> Output:
+    spread = ctx.read("train", SPREAD, "spread.json")
+    seeds = list(spread["test_acc"])
+    adam = [spread["test_acc"][s]["adam"][1] for s in seeds]
+    muon = [spread["test_acc"][s]["muon"][1] for s in seeds]
+    gaps = [100 * (m - a) for a, m in zip(adam, muon)]
+    prefix = f"{stand_in(ctx.profile)}: smoke settings, not the paper's. " if stand_in(ctx.profile) else ""
+    caption = (f"{prefix}Test accuracy after epoch 1 from the {spread['init']} init drawn with init seeds "
+               f"{', '.join(seeds)}, each trained with Adam and with Muon from the same data order "
+               f"({spread['precision']}, profile {ctx.profile}). Adam's epoch-1 accuracy spans "
+               f"{100 * min(adam):.1f}–{100 * max(adam):.1f} %, Muon's {100 * min(muon):.1f}–{100 * max(muon):.1f} %; "
+               f"Muon leads by {min(gaps):.1f} to {max(gaps):.1f} points. The seed's single draw (Adam 89.5 % "
+               "vs Muon 94.9 %) is one point of this spread.")
+    fig = Figure(id=SPREAD, mpl=spread_figure(spread, ctx.profile), caption=caption, sources=[("train", SPREAD)],
+                 seed_figure="play_15_0 (glyph composite), epoch-1 test accuracy")
+    return Output(figures=[fig])
+
+
 def render(ctx: Context, unit: str) -> Output:
+    if unit == SPREAD:
+        return render_spread(ctx)
     spec = ctx.cfg.figures[unit]
     runs = {opt: getattr(spec, opt) for opt in OPTS}
     arrays = {opt: ctx.read("train", key, "arrays.npz") for opt, key in runs.items()}
@@ -152,15 +209,24 @@ def render(ctx: Context, unit: str) -> Output:
     init = metas["adam"]["init"]
     sources = [("train", key) for key in runs.values()]
     what = "glyph '中'" if init == "glyph" else "random"
+    prefix = f"{stand_in(ctx.profile)}: smoke settings, not the paper's. " if stand_in(ctx.profile) else ""
+    glyph = metas["adam"].get("glyph_provenance")
+    drawn = ""
+    if glyph:
+        font = "Droid Sans Fallback" if glyph["kind"] == "droid" else "the font-free rectangles"
+        why = f"; {glyph['fallback']}" if glyph["fallback"] else ""
+        drawn = f" The glyph is drawn with {font} (asked: {glyph['requested']}{why})."
     figs = [Figure(
-        id=unit, mpl=composite(arrays, metas, spec), plotly=composite_html(arrays, metas, spec), sources=sources,
+        id=unit, mpl=composite(arrays, metas, spec, ctx.profile), plotly=composite_html(arrays, metas, spec),
+        sources=sources,
         seed_figure=("play_15_0 (glyph init: 'SHAPE A INIT')" if init == "glyph" else "play_16_0 (random init)"),
-        caption=(f"{what} init: W2 (128x128) of the Adam and Muon runs at each epoch, test accuracy and spectral "
-                 f"norm of W2 per epoch ({metas['adam']['precision']}, {metas['adam']['epochs']} epochs, profile "
-                 f"{ctx.profile}). HTML: epoch slider."))]
+        caption=(f"{prefix}{what} init: W2 (128x128) of the Adam and Muon runs at each epoch, test accuracy and "
+                 f"spectral norm of W2 per epoch ({metas['adam']['precision']}, {metas['adam']['epochs']} epochs, "
+                 f"profile {ctx.profile}).{drawn} HTML: epoch slider."))]
     if spec.glyph_panels:
         figs.append(Figure(
-            id=f"{unit}_panels", mpl=glyph_panels(arrays, metas, spec), sources=sources,
+            id=f"{unit}_panels", mpl=glyph_panels(arrays, metas, spec, ctx.profile), sources=sources,
             seed_figure="play_5_1, play_7_0, play_10_0, play_13_0 (single panels)",
-            caption="The glyph bitmap, W2 at glyph init, and W2 after training with Adam and with Muon."))
+            caption=f"{prefix}The glyph bitmap, W2 at glyph init, and W2 after training with Adam and with Muon."
+                    f"{drawn}"))
     return Output(figures=figs)

@@ -1,11 +1,12 @@
 """The glyph '中' as a 128x128 bitmap in [0, 1]: background 1.0, ink 0.0 (the seed's convention).
 
-``rectangles`` (default) is a font-free construction, bit-exact on any machine: five axis-aligned
-rectangles that match the seed's Droid Sans Fallback rendering to within 5 pixels after
-thresholding. ``droid`` renders the character with Debian's Droid Sans Fallback exactly as the seed
-does (Pillow, canvas 128, font size 0.8*128, anchor (12.8, 0)); the font file is verified by md5 and
-the result by ink fraction and bounding box, so a missing or different font is an error, never the
-silent DejaVu "tofu" fallback of the seed.
+``droid`` renders the character with Debian's Droid Sans Fallback exactly as the seed does (Pillow,
+canvas 128, font size 0.8*128, anchor (12.8, 0)); the font file is verified by md5 and the result by
+ink fraction and bounding box, so a missing or different font is an error, never the silent DejaVu
+"tofu" fallback of the seed. ``rectangles`` is a font-free construction, bit-exact on any machine:
+five axis-aligned rectangles that match the Droid rendering to within 5 pixels after thresholding.
+``auto`` (the default) is ``droid`` where that font is installed and passes the checks, else
+``rectangles``; which one was used, and why, is part of :func:`glyph_info` (the stages' provenance).
 """
 
 from __future__ import annotations
@@ -75,13 +76,26 @@ def droid_bitmap(font_path: Path = DROID_FONT) -> np.ndarray:
     return bitmap
 
 
+KINDS = ("auto", "droid", "rectangles")
+
+
+def resolve_glyph(kind: str, font_path: Path = DROID_FONT) -> tuple[str, np.ndarray, str | None]:
+    """(kind used, bitmap, why ``auto`` fell back or None): ``auto`` tries Droid, then the rectangles."""
+    if kind == "rectangles":
+        return "rectangles", rectangles_bitmap(), None
+    if kind == "droid":
+        return "droid", droid_bitmap(font_path), None
+    if kind == "auto":
+        try:
+            return "droid", droid_bitmap(font_path), None
+        except GlyphError as exc:
+            return "rectangles", rectangles_bitmap(), str(exc)
+    raise GlyphError(f"glyph: unknown kind {kind!r}; allowed: {', '.join(map(repr, KINDS))}")
+
+
 def glyph_bitmap(kind: str) -> np.ndarray:
     """The 128x128 float64 bitmap of '中' (1 = background, 0 = ink)."""
-    if kind == "rectangles":
-        return rectangles_bitmap()
-    if kind == "droid":
-        return droid_bitmap()
-    raise GlyphError(f"glyph: unknown kind {kind!r}; allowed: 'rectangles', 'droid'")
+    return resolve_glyph(kind)[1]
 
 
 def bitmap_sha256(bitmap: np.ndarray) -> str:
@@ -95,8 +109,16 @@ def spectral_norm(a: np.ndarray) -> float:
     return float(np.linalg.norm(np.asarray(a, dtype=np.float64), ord=2))
 
 
-def glyph_info(kind: str, scale: float) -> dict:
-    """The bitmap of ``kind`` and what provenance records of it (sha256, scaled spectral norm, ink)."""
-    bitmap = glyph_bitmap(kind)
-    return {"bitmap": bitmap, "kind": kind, "sha256": bitmap_sha256(bitmap),
+def glyph_info(kind: str, scale: float, font_path: Path = DROID_FONT) -> dict:
+    """The bitmap of ``kind`` and what provenance records of it: the construction asked for and the
+    one used (``auto`` resolves), the font file when one drew it, sha256, scaled spectral norm, ink."""
+    used, bitmap, fallback = resolve_glyph(kind, font_path)
+    return {"bitmap": bitmap, "kind": used, "requested": kind, "fallback": fallback,
+            "font": str(font_path) if used == "droid" else None,
+            "font_md5": DROID_FONT_MD5 if used == "droid" else None, "sha256": bitmap_sha256(bitmap),
             "spectral_norm_scaled": spectral_norm(scale * bitmap), **ink_stats(bitmap)}
+
+
+def provenance(info: dict) -> dict:
+    """What a stage's meta records of the glyph (everything but the bitmap)."""
+    return {k: v for k, v in info.items() if k != "bitmap"}

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from pipeline.studies.imprint.muon import Muon
+from pipeline.studies.imprint.muon import Muon, NewtonSchulz
 
 W2_INDEX = 2  # module index of the 128x128 layer in the Sequential ("layer 2" of the seed)
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
@@ -42,13 +42,14 @@ def stamp_glyph(model: nn.Module, bitmap: np.ndarray, scale: float) -> None:
 
 
 def make_optimizers(model: nn.Module, name: str, lr: float, momentum: float, ns_steps: int,
-                    ns_dtype: torch.dtype = torch.bfloat16) -> list[torch.optim.Optimizer]:
+                    ns_dtype: torch.dtype = torch.bfloat16,
+                    ns: NewtonSchulz | None = None) -> list[torch.optim.Optimizer]:
     """``adam``: Adam on everything. ``muon``: Muon on every 2-D parameter, Adam on the biases."""
     params = list(model.parameters())
     if name == "adam":
         return [torch.optim.Adam(params, lr=lr)]
     if name == "muon":
         return [Muon([p for p in params if p.ndim == 2], lr=lr, momentum=momentum, ns_steps=ns_steps,
-                     ns_dtype=ns_dtype),
+                     ns_dtype=ns_dtype, ns=ns),
                 torch.optim.Adam([p for p in params if p.ndim != 2], lr=lr)]
     raise ValueError(f"unknown optimizer {name!r}; allowed: 'adam', 'muon'")

@@ -1,4 +1,5 @@
-"""train@<run>: one (init, optimiser) run of the imprint study. Returns W2 per epoch and the curves."""
+"""train@<run>: one (init, optimiser) run of the imprint study. Returns W2 per epoch and the curves.
+train@seed_spread: the spread's init seeds, each trained with Adam and with Muon; test accuracy per epoch."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import torch
 
 from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
-from pipeline.studies.imprint.config import ImprintParams
-from pipeline.studies.imprint.glyph import glyph_info
+from pipeline.studies.imprint.config import SPREAD, ImprintParams
+from pipeline.studies.imprint.glyph import glyph_info, provenance
 from pipeline.studies.imprint.model import DTYPES, build_mlp, stamp_glyph
+from pipeline.studies.imprint.muon import NewtonSchulz
 from pipeline.studies.imprint.training import Data
 from pipeline.studies.imprint.training import train as train_loop
 
@@ -26,25 +28,77 @@ def load_data(cfg: ImprintParams, device: str, dtype: torch.dtype) -> Data:
                 normalised(te.images[:nte], cfg.mean, cfg.std, device, dtype), te.labels[:nte].to(device))
 
 
+def ns_meta(ns: NewtonSchulz, optimizer: str) -> dict:
+    """Provenance of the Newton-Schulz step: asked to compile, compiled, why not."""
+    if optimizer != "muon":
+        return {"ns_compile": None}
+    return {"ns_compile": {"requested": ns.requested, "compiled": ns.compiled, "fallback": ns.fallback}}
+
+
+def init_model(cfg: ImprintParams, init_seed: int, glyph: dict | None, dtype: torch.dtype, device: str):
+    """The seed's init from ``init_seed``, the glyph stamped when given, on the device (compiled if asked)."""
+    model = build_mlp(init_seed, dtype)
+    if glyph is not None:
+        stamp_glyph(model, glyph["bitmap"], cfg.glyph_scale)
+    model = model.to(device)
+    return torch.compile(model) if cfg.compile else model
+
+
+def train_spread(ctx: Context, cfg: ImprintParams) -> Output:
+    """Every init seed of the spread, with Adam and with Muon, from the same data order."""
+    sp = cfg.spread
+    dtype = DTYPES[cfg.precision]
+    glyph = glyph_info(cfg.glyph, cfg.glyph_scale) if sp.init == "glyph" else None
+    t0 = time.perf_counter()
+    data = load_data(cfg, ctx.device, dtype)
+    ns = NewtonSchulz(cfg.ns_compile)
+    acc = np.zeros((len(sp.init_seeds), 2, sp.epochs + 1))
+    seconds = np.zeros((len(sp.init_seeds), 2))
+    runs = []
+    for i, seed in enumerate(sp.init_seeds):
+        for j, opt in enumerate(("adam", "muon")):
+            t1 = time.perf_counter()
+            model = init_model(cfg, seed, glyph, dtype, ctx.device)
+            hist = train_loop(model, data, optimizer=opt, epochs=sp.epochs, lr=cfg.lr, momentum=cfg.momentum,
+                              ns_steps=cfg.ns_steps, ns_dtype=DTYPES[cfg.ns_precision], batch_size=cfg.batch_size,
+                              test_batch_size=cfg.test_batch_size, data_seed=sp.data_seed, ns=ns, train_acc=False)
+            acc[i, j] = hist.test_acc
+            seconds[i, j] = time.perf_counter() - t1
+            runs.append(Run(f"{SPREAD}-init{seed}-{opt}",
+                            {"init": sp.init, "optimizer": opt, "init_seed": seed, "data_seed": sp.data_seed,
+                             "epochs": sp.epochs, "precision": cfg.precision, "ns_precision": cfg.ns_precision},
+                            metrics={"test_acc_epoch1": hist.test_acc[1]},
+                            series={"test_acc": (list(range(sp.epochs + 1)), hist.test_acc)}))
+        ctx.log(f"init seed {seed}: epoch-1 test acc Adam {acc[i, 0, 1]:.4f}, Muon {acc[i, 1, 1]:.4f} "
+                f"({seconds[i].sum():.0f} s)")
+    result = {"init": sp.init, "init_seeds": sp.init_seeds, "epochs": sp.epochs, "data_seed": sp.data_seed,
+              "precision": cfg.precision, "ns_precision": cfg.ns_precision, "n_train": int(data.x_train.shape[0]),
+              "test_acc": {str(s): {"adam": acc[i, 0].tolist(), "muon": acc[i, 1].tolist()}
+                           for i, s in enumerate(sp.init_seeds)},
+              "seconds": time.perf_counter() - t0}
+    meta = {"glyph": provenance(glyph) if glyph else None, **ns_meta(ns, "muon"), "python": platform.python_version()}
+    return Output(json={"spread.json": result},
+                  arrays={"spread.npz": {"init_seeds": np.asarray(sp.init_seeds), "test_acc": acc, "seconds": seconds}},
+                  runs=runs, meta=meta, run_metrics={"seconds": result["seconds"]})
+
+
 def train(ctx: Context, unit: str) -> Output:
     cfg: ImprintParams = ctx.cfg
-    run = cfg.runs[unit]
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
+    if unit == SPREAD:
+        return train_spread(ctx, cfg)
+    run = cfg.runs[unit]
     dtype = DTYPES[cfg.precision]
     glyph = glyph_info(cfg.glyph, cfg.glyph_scale) if run.init == "glyph" else None  # fails before compute
     t0 = time.perf_counter()
     data = load_data(cfg, ctx.device, dtype)
-    model = build_mlp(cfg.init_seed, dtype)
-    if glyph is not None:
-        stamp_glyph(model, glyph["bitmap"], cfg.glyph_scale)
-    model = model.to(ctx.device)
-    if cfg.compile:
-        model = torch.compile(model)
+    model = init_model(cfg, cfg.init_seed, glyph, dtype, ctx.device)
+    ns = NewtonSchulz(cfg.ns_compile)
     params = {
         "run": unit, "init": run.init, "optimizer": run.optimizer, "data_seed": run.data_seed,
         "init_seed": cfg.init_seed, "precision": cfg.precision, "ns_precision": cfg.ns_precision,
-        "compile": cfg.compile, "glyph": cfg.glyph if glyph else "none",
+        "compile": cfg.compile, "ns_compile": cfg.ns_compile, "glyph": glyph["kind"] if glyph else "none",
         "glyph_scale": cfg.glyph_scale if glyph else 0.0, "glyph_sha256": glyph["sha256"] if glyph else "none",
         "lr": cfg.lr, "momentum": cfg.momentum, "ns_steps": cfg.ns_steps, "batch_size": cfg.batch_size,
         "test_batch_size": cfg.test_batch_size, "epochs": cfg.epochs, "n_train": int(data.x_train.shape[0]),
@@ -55,7 +109,9 @@ def train(ctx: Context, unit: str) -> Output:
             f"{params['n_train']}/{params['n_test']} images, {ctx.device}")
     hist = train_loop(model, data, optimizer=run.optimizer, epochs=cfg.epochs, lr=cfg.lr, momentum=cfg.momentum,
                       ns_steps=cfg.ns_steps, ns_dtype=DTYPES[cfg.ns_precision], batch_size=cfg.batch_size,
-                      test_batch_size=cfg.test_batch_size, data_seed=run.data_seed, log=ctx.log)
+                      test_batch_size=cfg.test_batch_size, data_seed=run.data_seed, ns=ns, log=ctx.log)
+    if ns.fallback:
+        ctx.log(f"Newton-Schulz step not compiled: {ns.fallback}")
     epochs = np.arange(cfg.epochs + 1)
     curves = {"epoch": epochs, "train_acc": np.array(hist.train_acc), "test_acc": np.array(hist.test_acc),
               "spectral_norm_w2": np.array(hist.spectral_norm_w2), "train_loss": np.array(hist.train_loss),
@@ -67,7 +123,9 @@ def train(ctx: Context, unit: str) -> Output:
                "spectral_norm_initial": hist.spectral_norm_w2[0], "spectral_norm_final": hist.spectral_norm_w2[-1],
                "seconds": time.perf_counter() - t0}
     arrays = {**curves, "w2": np.stack(hist.w2).astype(np.float32)}
+    metrics.update(ns_meta(ns, run.optimizer))
     if glyph:
+        metrics["glyph_provenance"] = provenance(glyph)
         metrics["glyph_spectral_norm_scaled"] = glyph["spectral_norm_scaled"]
         arrays["glyph_bitmap"] = glyph["bitmap"].astype(np.float32)
     child = Run(unit, params, tags={"glyph.sha256": params["glyph_sha256"], "init": run.init,
@@ -77,5 +135,6 @@ def train(ctx: Context, unit: str) -> Output:
     ctx.log(f"final test acc {hist.test_acc[-1]:.4f}, ||W2||_2 {hist.spectral_norm_w2[0]:.3f} -> "
             f"{hist.spectral_norm_w2[-1]:.3f}")
     return Output(json={"metrics.json": metrics}, arrays={"arrays.npz": arrays, "curves.npz": curves},
-                  runs=[child], meta={"python": platform.python_version()},
-                  run_metrics={"final_test_acc": hist.test_acc[-1]})
+                  runs=[child], run_metrics={"final_test_acc": hist.test_acc[-1]},
+                  meta={"python": platform.python_version(), "glyph": provenance(glyph) if glyph else None,
+                        **ns_meta(ns, run.optimizer)})

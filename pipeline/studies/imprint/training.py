@@ -11,6 +11,7 @@ from torch import nn
 
 from pipeline.studies.imprint.glyph import spectral_norm
 from pipeline.studies.imprint.model import make_optimizers, w2
+from pipeline.studies.imprint.muon import NewtonSchulz
 
 
 @dataclass
@@ -44,8 +45,10 @@ def accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     return correct / x.shape[0]
 
 
-def record(model: nn.Module, data: Data, hist: History, batch_size: int, test_batch_size: int) -> None:
-    hist.train_acc.append(accuracy(model, data.x_train, data.y_train, batch_size))
+def record(model: nn.Module, data: Data, hist: History, batch_size: int, test_batch_size: int,
+           train_acc: bool = True) -> None:
+    """Accuracies and W2 after an epoch; ``train_acc=False`` skips the pass over the training set (nan)."""
+    hist.train_acc.append(accuracy(model, data.x_train, data.y_train, batch_size) if train_acc else float("nan"))
     hist.test_acc.append(accuracy(model, data.x_test, data.y_test, test_batch_size))
     snap = w2(model).detach().to("cpu", torch.float32).numpy().copy()
     hist.w2.append(snap)
@@ -54,14 +57,14 @@ def record(model: nn.Module, data: Data, hist: History, batch_size: int, test_ba
 
 def train(model: nn.Module, data: Data, *, optimizer: str, epochs: int, lr: float, momentum: float,
           ns_steps: int, ns_dtype: torch.dtype, batch_size: int, test_batch_size: int, data_seed: int,
-          log=None) -> History:
+          ns: NewtonSchulz | None = None, train_acc: bool = True, log=None) -> History:
     """Fresh optimisers, record, then ``epochs`` epochs of shuffled batches, recording after each."""
-    opts = make_optimizers(model, optimizer, lr, momentum, ns_steps, ns_dtype)
+    opts = make_optimizers(model, optimizer, lr, momentum, ns_steps, ns_dtype, ns)
     loss_fn = nn.CrossEntropyLoss()
     gen = torch.Generator().manual_seed(data_seed)  # CPU generator: same order on any device
     n = data.x_train.shape[0]
     hist = History()
-    record(model, data, hist, batch_size, test_batch_size)
+    record(model, data, hist, batch_size, test_batch_size, train_acc)
     for epoch in range(1, epochs + 1):
         t0 = time.perf_counter()
         model.train()
@@ -78,7 +81,7 @@ def train(model: nn.Module, data: Data, *, optimizer: str, epochs: int, lr: floa
         losses_t = torch.stack(losses).float().cpu()
         hist.first_batch_loss.append(float(losses_t[0]))
         hist.train_loss.append(float(losses_t.mean()))
-        record(model, data, hist, batch_size, test_batch_size)
+        record(model, data, hist, batch_size, test_batch_size, train_acc)
         hist.epoch_seconds.append(time.perf_counter() - t0)
         if log:
             log(f"epoch {epoch}/{epochs}: loss {hist.train_loss[-1]:.4f}, train acc "

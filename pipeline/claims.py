@@ -104,7 +104,8 @@ def evaluate(claim: Claim, study: str, profile: str, load: Callable[[str], Any |
         data = load(read[0])
         found, val = lookup(data, read[1:]) if data is not None else (False, None)
         if not found:
-            missing.append("/".join(read) + (" (stage not run under this profile)" if data is None else ""))
+            missing.append("/".join(read) + (" (no metrics: stage not run under this profile or not built)"
+                                             if data is None else ""))
         values.append(val)
         reads.append({"stage": read[0], "path": list(read[1:]), "value": val})
     if missing:
@@ -189,8 +190,9 @@ def log_ledger(ledger: Mapping[str, Any], params: Params, path: Path) -> str | N
         return tracker.parent.run_id
 
 
-def report(ledger: Mapping[str, Any], out: Any = sys.stdout, err: Any = sys.stderr) -> None:
+def report(ledger: Mapping[str, Any], out: Any = None, err: Any = None) -> None:
     """One line per claim; a loud block for each claim expected to hold that does not."""
+    out, err = out or sys.stdout, err or sys.stderr
     s = ledger["summary"]
     for r in ledger["claims"]:
         mark = {HOLDS: "ok  ", FAILS: "FAIL", UNMEASURED: "n/a "}[r["status"]]

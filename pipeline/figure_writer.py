@@ -28,6 +28,15 @@ def save_figure(fig: Figure, folder: Path) -> list[Path]:
     return files
 
 
+def figure_data(provenance: Mapping[str, Any], sources: list[Mapping[str, Any]]) -> dict[str, str]:
+    """The checksums of the datasets a figure read: those its render stage loaded itself and those
+    of the units it draws (their ``meta.json``), never the whole study's (a Hessian-at-init figure
+    reads no dataset)."""
+    out = dict(provenance.get("data_sha256", {}))
+    for meta in sources:
+        out.update(meta.get("data_sha256", {}))
+    return dict(sorted(out.items()))
+
 
 def write_render(study: str, unit: str, output: Output, tracker: Tracker, provenance: Mapping[str, Any],
                  source_meta: Mapping[tuple[str, str], Mapping[str, Any]]) -> Path:
@@ -49,6 +58,7 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
             "id": f"{study}/{fig.id}", "study": study, "family": fig.family,
             "files": [rel(out / n) for n in names], "caption": fig.caption, "seed_figure": fig.seed_figure,
             "sources": sources, **{k: v for k, v in provenance.items() if k not in ("stage", "study")},
+            "data_sha256": figure_data(provenance, [source_meta[s] for s in fig.sources]),
             "render_stage": provenance["stage"], **fig.extra,
         })
     return write_json(sidecar_path(study, unit), {"stage": provenance["stage"], "figures": entries})

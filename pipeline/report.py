@@ -1,4 +1,5 @@
-"""The gallery: ``reports/manifest.json`` and ``reports/index.html`` from the figure sidecars."""
+"""The gallery: ``reports/manifest.json`` and ``reports/index.html`` from the figure sidecars and the
+claims ledger (``reports/claims.json``)."""
 
 from __future__ import annotations
 
@@ -34,42 +35,127 @@ def _run_link(entry: dict[str, Any], ui: str) -> str:
     return f'<a href="{html.escape(href)}">{html.escape(rid[:12])}</a>'
 
 
-def gallery_html(manifest: dict[str, Any], *, ui: str = "http://127.0.0.1:5000") -> str:
-    """A static page: one card per figure with caption and provenance; paths relative to reports/."""
+def unit_of(entry: dict[str, Any]) -> str:
+    """The figure family a card belongs to: its declared family, else its render unit."""
+    if entry.get("family"):
+        return str(entry["family"])
+    stage = str(entry.get("render_stage", ""))
+    return stage.split("@", 1)[1] if "@" in stage else "figures"
+
+
+def anchor(study: str, unit: str) -> str:
+    return f"{study}--{unit}"
+
+
+def fmt(v: Any, depth: int = 0) -> str:
+    """A measured value, short: numbers to 4 significant digits, nested mappings flattened."""
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {fmt(x, depth + 1)}" for k, x in v.items()) + "}"
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(fmt(x, depth + 1) for x in v) + "]"
+    return str(v)
+
+
+STATUS = {"holds": ("✓ holds", "ok"), "fails": ("✗ fails", "bad"), "not measured": ("– not measured", "na")}
+
+
+def ledger_html(ledger: dict[str, Any], units: dict[str, list[str]]) -> list[str]:
+    """The claims table: one row per claim, its verdict on the profile, links to the figures it is about."""
     esc = html.escape
-    by_study: dict[str, list[dict[str, Any]]] = {}
+    s = ledger["summary"]
+    loud = s["expected_but_not_holding"]
+    parts = [f"<h2 id='claims'>Claims ledger (profile {esc(s['profile'])})</h2>",
+             f"<p>{s['holds']} of {s['claims']} claims hold, {s['fails']} fail, {s['not_measured']} not measured "
+             f"under this profile. Expected to hold but not holding: "
+             f"<b class='{'bad' if loud else 'ok'}'>{len(loud)}</b>"
+             f"{(' (' + esc(', '.join(loud)) + ')') if loud else ''}.</p>",
+             "<table class='ledger'><colgroup><col style='width:15%'><col style='width:12%'><col style='width:29%'>"
+             "<col style='width:7%'><col style='width:14%'><col style='width:16%'><col style='width:7%'></colgroup>"
+             "<tr><th>claim</th><th>seed figure</th><th>statement</th><th>verdict</th>"
+             "<th>expected here</th><th>measured</th><th>figures</th></tr>"]
+    for r in ledger["claims"]:
+        label, cls = STATUS[r["status"]]
+        expected = "yes" if r["expected"] else f"no: {esc(r.get('reason') or '')}"
+        links = " ".join(f"<a href='#{esc(anchor(r['study'], u))}'>{esc(u)}</a>" if u in units.get(r["study"], [])
+                         else esc(u) for u in r["figures"])
+        measured = fmt(r["measured"]) if r["status"] != "not measured" else "missing: " + "; ".join(r["missing"])
+        short = measured if len(measured) <= 160 else measured[:157] + "…"
+        row_cls = " class='surprise'" if r["expected"] and r["status"] != "holds" else ""
+        parts.append(f"<tr{row_cls}><td><code>{esc(r['id'])}</code></td><td>{esc(r['seed_figure'])}</td>"
+                     f"<td>{esc(r['sentence'])}<br><span class='prov'>{esc(r['check'])}</span></td>"
+                     f"<td class='{cls}'>{label}</td><td>{expected}</td>"
+                     f"<td class='prov' title='{esc(measured)}'>{esc(short)}</td><td>{links}</td></tr>")
+    parts.append("</table>")
+    return parts
+
+
+def gallery_html(manifest: dict[str, Any], *, ledger: dict[str, Any] | None = None,
+                 ui: str = "http://127.0.0.1:5000") -> str:
+    """A static page: the claims ledger, a contents bar by study and figure family, then one card per
+    figure with caption and provenance; paths relative to reports/."""
+    esc = html.escape
+    by_study: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for entry in manifest["figures"]:
-        by_study.setdefault(entry["study"], []).append(entry)
+        by_study.setdefault(entry["study"], {}).setdefault(unit_of(entry), []).append(entry)
+    units = {study: list(fams) for study, fams in by_study.items()}
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>trainscape figures</title><style>",
-        "body{font-family:sans-serif;margin:1.5em;background:#fafafa}h2{border-bottom:1px solid #ccc}"
+        "body{font-family:sans-serif;margin:0 1.5em 1.5em;background:#fafafa}h2{border-bottom:1px solid #ccc}"
+        "nav.contents{position:sticky;top:0;background:#fafafa;border-bottom:1px solid #ccc;padding:.4em 0;"
+        "z-index:1;font-size:.85em;line-height:1.7}nav.contents b{margin-right:.3em}"
+        "nav.contents a{margin-right:.45em}nav.contents span.study{margin-right:1.2em;white-space:nowrap}"
         ".grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:1em}"
         ".card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.8em}"
         ".card img{max-width:100%;height:auto}.prov{font-size:.8em;color:#555}"
-        "table.prov td{padding:0 .5em 0 0;vertical-align:top}",
-        "</style></head><body><h1>trainscape: figures</h1>",
+        "table.prov td{padding:0 .5em 0 0;vertical-align:top}"
+        "table.ledger{border-collapse:collapse;font-size:.85em;background:#fff;width:100%;table-layout:fixed}"
+        "table.ledger code{word-break:break-all}table.ledger td.prov{word-break:break-word}"
+        "table.ledger td,table.ledger th{border:1px solid #ddd;padding:.25em .4em;vertical-align:top;text-align:left}"
+        "table.ledger tr.surprise{background:#fdecea}.ok{color:#1a7f37}.bad{color:#c62828;font-weight:bold}"
+        ".na{color:#777}h3.family{margin:1.2em 0 .5em;color:#333}",
+        "</style></head><body>",
+        "<nav class='contents'>" + ("<a href='#claims'><b>claims</b></a> " if ledger else "") + " ".join(
+            f"<span class='study'><a href='#{esc(study)}'><b>{esc(study)}</b></a>"
+            + "".join(f"<a href='#{esc(anchor(study, u))}'>{esc(u)}&nbsp;({len(cards)})</a>"
+                      for u, cards in by_study[study].items()) + "</span>"
+            for study in sorted(by_study)) + "</nav>",
+        "<h1>trainscape: figures</h1>",
         f"<p>{len(manifest['figures'])} figures. Provenance per figure: git commit, params hash, "
-        "data checksums, MLflow run (open with <code>make ui</code>).</p>",
+        "data checksums of the datasets it read, MLflow run (open with <code>make ui</code>).</p>",
     ]
+    if ledger:
+        parts += ledger_html(ledger, units)
     for study in sorted(by_study):
-        parts.append(f"<h2 id='{esc(study)}'>{esc(study)}</h2><div class='grid'>")
-        for e in by_study[study]:
-            rel = ["../" + f for f in e["files"]]
-            pngs = [f for f in rel if f.endswith(".png")]
-            img = f"<img src='{esc(pngs[0])}' alt='{esc(e['id'])}' loading='lazy'>" if pngs else ""
-            links = " · ".join(f"<a href='{esc(f)}'>{esc(Path(f).suffix[1:])}</a>" for f in rel)
-            data = ", ".join(f"{esc(k)}: {esc(v[:12])}" for k, v in sorted(e["data_sha256"].items())) or "none"
-            family = f"<tr><td>family</td><td>{esc(e['family'])}</td></tr>" if e.get("family") else ""
-            parts.append(
-                f"<div class='card' id='{esc(e['id'])}'><h3>{esc(e['id'])}</h3>{img}"
-                f"<p>{esc(e.get('caption', ''))}</p><p>{links}</p><table class='prov'>{family}"
-                f"<tr><td>seed figure</td><td>{esc(e['seed_figure'])}</td></tr>"
-                f"<tr><td>profile</td><td>{esc(e['profile'])}</td></tr>"
-                f"<tr><td>git commit</td><td>{esc(e['git_commit'][:12])}"
-                f"{' (dirty)' if e.get('git_dirty') else ''}</td></tr>"
-                f"<tr><td>params hash</td><td>{esc(e['params_hash'][:12])}</td></tr>"
-                f"<tr><td>MLflow run</td><td>{_run_link(e, ui)}</td></tr>"
-                f"<tr><td>data sha256</td><td>{data}</td></tr></table></div>")
-        parts.append("</div>")
+        parts.append(f"<h2 id='{esc(study)}'>{esc(study)}</h2>")
+        for unit, cards in by_study[study].items():
+            parts.append(f"<h3 class='family' id='{esc(anchor(study, unit))}'>{esc(study)} · {esc(unit)}</h3>"
+                         "<div class='grid'>")
+            parts += [card_html(e, ui) for e in cards]
+            parts.append("</div>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def card_html(e: dict[str, Any], ui: str) -> str:
+    esc = html.escape
+    rel = ["../" + f for f in e["files"]]
+    pngs = [f for f in rel if f.endswith(".png")]
+    img = f"<img src='{esc(pngs[0])}' alt='{esc(e['id'])}' loading='lazy'>" if pngs else ""
+    links = " · ".join(f"<a href='{esc(f)}'>{esc(Path(f).suffix[1:])}</a>" for f in rel)
+    data = ", ".join(f"{esc(k)}: {esc(v[:12])}" for k, v in sorted(e["data_sha256"].items())) or "none"
+    family = f"<tr><td>family</td><td>{esc(e['family'])}</td></tr>" if e.get("family") else ""
+    return (f"<div class='card' id='{esc(e['id'])}'><h3>{esc(e['id'])}</h3>{img}"
+            f"<p>{esc(e.get('caption', ''))}</p><p>{links}</p><table class='prov'>{family}"
+            f"<tr><td>seed figure</td><td>{esc(e['seed_figure'])}</td></tr>"
+            f"<tr><td>profile</td><td>{esc(e['profile'])}</td></tr>"
+            f"<tr><td>git commit</td><td>{esc(e['git_commit'][:12])}"
+            f"{' (dirty)' if e.get('git_dirty') else ''}</td></tr>"
+            f"<tr><td>params hash</td><td>{esc(e['params_hash'][:12])}</td></tr>"
+            f"<tr><td>MLflow run</td><td>{_run_link(e, ui)}</td></tr>"
+            f"<tr><td>data sha256</td><td>{data}</td></tr></table></div>")

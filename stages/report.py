@@ -32,8 +32,10 @@ def main(studies: list[str]) -> int:
         return 2
     manifest = build_manifest(sidecars)
     out = repo_root() / "reports"
+    ledger_file = out / "claims.json"  # the claims stage's ledger, shown on top when present
+    ledger = read_json(ledger_file) if ledger_file.exists() and not studies else None
     write_json(out / "manifest.json", manifest)
-    write_bytes(out / "index.html", gallery_html(manifest).encode())
+    write_bytes(out / "index.html", gallery_html(manifest, ledger=ledger).encode())
     print(f"[report] {len(manifest['figures'])} figures -> reports/index.html, reports/manifest.json")
     return 0
 

@@ -113,7 +113,7 @@ CLAIMS = (
     Claim("bp_trains", "F21 (bp_results best_test_accs)",
           "BP with Depth-μP trains every activation (best lr at least 10 points above chance).",
           ((fam("F21"), "best_final_acc"),), partial(each, check=partial(at_least, threshold=TRAINS)),
-          figures=("F21",), fails_on={"smoke": TINY}),
+          figures=("F21",)),
     Claim("mupc_lr_transfers_across_width", "F23 (paper Fig. 5)",
           "μPC's best (activity lr, param lr) by min train loss is the same at every width, for every "
           "activation (zero-shot transfer).",

@@ -63,8 +63,10 @@ profile:
 repro: setup dag
 	$(BIN)/dvc repro
 
+# Independent tests run on every core (pytest-xdist); work stealing keeps the long pipeline slices
+# from queueing behind each other at the end.
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist worksteal
 
 lint: setup
 	$(BIN)/ruff check .

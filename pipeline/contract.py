@@ -10,7 +10,7 @@ writers. ``make dag`` reads the declarations to write ``dvc.yaml`` (``pipeline.g
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -158,10 +158,17 @@ class Context:
     reader: Callable[[str, str, str], Any]  # (kind, unit, file name) -> JSON object or npz arrays
     own: Callable[[str], Any]  # a file of this unit's (resumable) folder, None when absent
     log: Callable[[str], None] = print
+    progress: Callable[..., Iterable[Any]] = field(default=lambda iterable, **_: iterable)
 
     def read(self, kind: str, unit: str, name: str) -> Any:
         """A file another unit of this study wrote (``.json`` → object, ``.npz`` → arrays)."""
         return self.reader(kind, unit, name)
+
+    def track(self, iterable: Iterable[Any], *, total: int | None = None, desc: str = "", unit: str = "it"
+              ) -> Iterable[Any]:
+        """``iterable`` with a progress bar (epochs, runs of a sweep, cells of an analysis): done / total,
+        rate and ETA; one line per update when the output is not a terminal (DVC pipes it)."""
+        return self.progress(iterable, total=total, desc=desc, unit=unit)
 
     def previous(self, name: str) -> Any:
         """A file this unit wrote on an earlier, maybe interrupted, run (resumable families)."""

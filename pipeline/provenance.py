@@ -16,15 +16,15 @@ def git_state() -> tuple[str, bool]:
     """(commit, dirty) of the repository; ('unknown', True) outside git."""
     root = repo_root()
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                                text=True, check=True).stdout.strip()
+        # one git process: porcelain v2 with --branch gives the commit ("# branch.oid") and the changes;
         # dvc.lock is rewritten by DVC itself while `dvc repro` runs: not a change to the inputs
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                 ":(exclude)dvc.lock"], cwd=root, capture_output=True, text=True,
-                                check=True).stdout
-        return commit, bool(status.strip())
+        out = subprocess.run(["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no", "--", ".",
+                              ":(exclude)dvc.lock"], cwd=root, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown", True
+    lines = out.splitlines()
+    commit = next((ln.split()[2] for ln in lines if ln.startswith("# branch.oid ")), "unknown")
+    return ("unknown" if commit == "(initial)" else commit), any(not ln.startswith("#") for ln in lines)
 
 
 def data_checksums(datasets: list[str] | tuple[str, ...]) -> dict[str, str]:

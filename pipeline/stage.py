@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from tqdm import tqdm
 
 from pipeline import registry
 from pipeline.config import ConfigError, Params, flatten, load_params, params_hash
@@ -65,12 +68,15 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
 
 
 def device() -> str:
-    """``TRAINSCAPE_DEVICE`` if set, else CUDA when available, else CPU."""
+    """``TRAINSCAPE_DEVICE`` if set, else CUDA when available, else CPU.
+
+    torch is asked only when the study's code already imported it (entry modules import at top
+    level): a stage whose code does not use torch runs on the CPU and never pays torch's import.
+    """
     if os.environ.get("TRAINSCAPE_DEVICE"):
         return os.environ["TRAINSCAPE_DEVICE"]
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    torch = sys.modules.get("torch")
+    return "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
 
 
 def _reader(study: str) -> Callable[[str, str, str], Any]:
@@ -82,6 +88,35 @@ def _reader(study: str) -> Callable[[str, str, str], Any]:
         return read_file(path)
 
     return read
+
+
+class _Lines:
+    """A stream for tqdm when stderr is not a terminal: each refresh becomes one line, not a ``\\r``."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> None:
+        text = text.strip("\r\n")
+        if text:
+            self._stream.write(text + "\n")
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def _progress(stage: str) -> Callable[..., Any]:
+    """Progress bars on stderr (``TRAINSCAPE_PROGRESS=off`` silences them, as the test suite does)."""
+    if os.environ.get("TRAINSCAPE_PROGRESS", "").lower() in ("0", "off", "false", "no"):
+        return lambda iterable, **_: iterable
+    tty = sys.stderr.isatty()
+
+    def bar(iterable: Any, *, total: int | None = None, desc: str = "", unit: str = "it") -> Any:
+        return tqdm(iterable, total=total, desc=f"[{stage}] {desc}".rstrip(), unit=unit,
+                    file=sys.stderr if tty else _Lines(sys.stderr), mininterval=0.5 if tty else 30,
+                    dynamic_ncols=tty, ncols=None if tty else 100)
+
+    return bar
 
 
 RenderWriter = Callable[..., Any]
@@ -103,10 +138,15 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     tracking = p.params.tracking
     with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
                  enabled=tracking.enabled, on_error=tracking.on_error) as tracker:
+        # the MLflow ids are filled in before the first write: the store opens while the study computes
         prov = {"stage": name, "study": study, "profile": p.params.profile, "git_commit": commit,
                 "git_dirty": dirty, "params_hash": phash, "data_sha256": sums,
-                "mlflow_run_id": tracker.parent.run_id, "mlflow_experiment": study,
-                "mlflow_experiment_id": tracker.experiment_id}
+                "mlflow_run_id": None, "mlflow_experiment": study, "mlflow_experiment_id": None}
+
+        def provenance() -> dict[str, Any]:
+            prov.update(mlflow_run_id=tracker.parent.run_id, mlflow_experiment_id=tracker.experiment_id)
+            return prov
+
         out_dir = study_dir(study, kind, unit)
 
         def own(fname: str) -> Any:
@@ -115,35 +155,54 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
 
         ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=p.cfg, device=device(),
                       stage=name, provenance=prov, reader=_reader(study), own=own,
-                      log=lambda msg: print(f"[{name}] {msg}", flush=True))
+                      log=lambda msg: print(f"[{name}] {msg}", flush=True), progress=_progress(name))
+        first_line = time.time()
+        computing = time.perf_counter()
         result = p.fn(ctx, unit)
+        study_seconds = time.perf_counter() - computing
         if isinstance(result, Output):
             final = result
         else:  # a generator of parts (resumable units), returning the final output
             final = None
             while final is None:
+                computing = time.perf_counter()
                 try:
                     part = next(result)
                 except StopIteration as stop:
                     final = stop.value or Output()
                     break
+                finally:
+                    study_seconds += time.perf_counter() - computing
                 if not p.family.resumable or part.part is None:
                     raise TypeError(f"{name}: only resumable families yield parts, each with Output.part set")
-                write_part(study, kind, unit, part, tracker, prov)
+                write_part(study, kind, unit, part, tracker, provenance())
+        last_line = time.time()
         if kind == "render":
             if render_writer is None:
                 raise TypeError(f"{name}: a render unit needs the figure writer")
             metas = {src: _reader(study)(*src, "meta.json") for f in final.figures for src in f.sources}
-            render_writer(study, unit, final, tracker, prov, metas)
+            render_writer(study, unit, final, tracker, provenance(), metas)
         else:
-            write_unit(study, kind, unit, final, tracker, prov, in_place=p.family.resumable)
+            write_unit(study, kind, unit, final, tracker, provenance(), in_place=p.family.resumable)
         if p.family.metrics:
             if final.metrics is None:
                 raise TypeError(f"{name}: the family declares metrics but the output has none")
             write_metrics(name, final.metrics)
         tracker.parent.log_metrics({**final.run_metrics, "stage_seconds": time.time() - start})
-    ctx.log(f"done in {time.time() - start:.1f} s")
+    ctx.log(f"done in {time.time() - start:.1f} s (the study's own code: {study_seconds:.1f} s)")
+    _record_timing({"stage": name, "first_line": first_line, "last_line": last_line, "study_seconds": study_seconds,
+                    "written": time.time()})
     return final
+
+
+def _record_timing(record: dict[str, Any]) -> None:
+    """With ``TRAINSCAPE_TIMINGS=<file>``, append when the study's code started and ended (wall clock)
+    and how long it ran: ``benchmarks/stage_overhead.py`` takes the rest of the process's time as the
+    framework's cost."""
+    path = os.environ.get("TRAINSCAPE_TIMINGS")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")
 
 
 def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter | None = None) -> int:

@@ -100,6 +100,7 @@ def repo_copy(tmp_path: Path, mlflow_uri: str, data_mirror: Path) -> RepoCopy:
         shutil.copy2(ROOT / rel, target)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "MLFLOW_TRACKING_URI": mlflow_uri, "MPLBACKEND": "Agg", "TRAINSCAPE_DPI": "60",
+           "TRAINSCAPE_PROGRESS": "off",
            "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     env.pop("TRAINSCAPE_ROOT", None)

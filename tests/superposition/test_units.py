@@ -21,7 +21,9 @@ from pipeline.studies.superposition.figures import (
     heatmap_panels,
     loss_curves,
     render,
+    seed_colors,
     slider_html,
+    zoom_window,
 )
 from pipeline.studies.superposition.train import train
 from tests.conftest import ROOT
@@ -147,10 +149,18 @@ def test_render_variant_figures(units: dict, cfg: Superposition) -> None:
     for ax in geo.mpl.axes:
         pts = ax.collections[0].get_offsets()
         assert pts.shape == (50, 2) and np.isfinite(pts).all()
-    assert geo.mpl.axes[2].get_title() == "W_E, epoch 400" and geo.mpl.axes[3].get_title() == "W_U, epoch 0"
+    assert geo.mpl.axes[2].get_title() == "epoch 400" and geo.mpl.axes[3].get_title() == "epoch 0"
+    assert geo.mpl.axes[0].get_ylabel() == "W_E: hidden 1" and geo.mpl.axes[3].get_ylabel() == "W_U: hidden 1"
+    # the seed's colour of the loss curves (42: black)
+    assert tuple(geo.mpl.axes[0].collections[0].get_facecolor()[0][:3]) == (0.0, 0.0, 0.0)
     images = [im for ax in heat.mpl.axes for im in ax.images]
     assert len(images) == 2 * 3 and all(np.isfinite(im.get_array()).all() for im in images)
-    assert heat.mpl.axes[0].get_title() == "W_U·W_E, epoch 0" and "seed 42" in heat.mpl._suptitle.get_text()
+    assert heat.mpl.axes[0].get_title() == "epoch 0" and "seed 42" in heat.mpl._suptitle.get_text()
+    assert heat.mpl.axes[0].get_ylabel().startswith("W_U·W_E") and heat.mpl.axes[3].get_ylabel().startswith("ReLU")
+    for f in (geo, heat):  # the smoke profile labels its stand-ins in the title and the caption
+        assert f.caption.startswith("SMOKE STAND-IN: 400 epochs, 2 seeds")
+        assert "SMOKE STAND-IN" in f.mpl._suptitle.get_text()
+        assert_text_at_least_9pt(f.mpl)
     frames = len(frame_indices(EPOCHS // 20 + 1, cfg.render.html_frames))
     assert len(slider.plotly.data) == 4 * frames and len(slider.plotly.layout.sliders[0].steps) == frames
     assert "over 6 of the 21 snapshots" in slider.caption and "(6 of 21 snapshots)" in slider.plotly.layout.title.text
@@ -171,8 +181,39 @@ def test_render_summary_loss_curves(units: dict, cfg: Superposition) -> None:
             y = line.get_ydata()
             assert len(y) == EPOCHS and np.isfinite(y).all()
     assert axes[0].get_title() == "untied: 2 seeds, 0 with a plateau" and axes[0].get_xscale() == "log"
-    assert axes[2].get_title() == "zoom: epochs 100–400" and axes[2].get_xlim() == (100, 400)
+    assert axes[2].get_title() == "zoom (no plateau detected): epochs 100–400" and axes[2].get_xlim() == (100, 400)
+    assert axes[2].get_yscale() == "linear" and axes[0].get_yscale() == "log"
+    assert fig.caption.startswith("SMOKE STAND-IN") and "SMOKE STAND-IN" in fig.mpl._suptitle.get_text()
+    assert_text_at_least_9pt(fig.mpl)
     plt.close("all")
+
+
+def assert_text_at_least_9pt(fig) -> None:
+    """Every title, label, tick label, legend entry and annotation is at least 9 pt (figures are saved at
+    their size: the framework never shrinks them)."""
+    fig.canvas.draw()
+    texts = [t for t in fig.findobj(lambda a: hasattr(a, "get_fontsize") and hasattr(a, "get_text"))
+             if t.get_text() and t.get_visible()]
+    small = [(t.get_text(), t.get_fontsize()) for t in texts if t.get_fontsize() < 9]
+    assert texts and not small, small
+
+
+def test_seed_colors_are_distinct_and_the_same_in_every_figure() -> None:
+    seeds = [*range(32), 42]
+    colors = seed_colors(seeds)
+    assert colors[42] == "black"
+    rgb = [tuple(np.round(colors[s], 4)) for s in range(32)]
+    assert len(set(rgb)) == 32, "no two seeds share a colour"
+    assert seed_colors(list(reversed(seeds))) == colors
+
+
+def test_zoom_window_is_the_longest_plateau_with_its_drop() -> None:
+    losses = np.stack([step_curve(), step_curve()], axis=1)
+    detected = {"3": {"plateaus": [{"start_epoch": 100, "end_epoch": 300, "drop_epoch": 350, "length": 201}]},
+                "5": {"plateaus": [{"start_epoch": 1000, "end_epoch": 1800, "drop_epoch": 1900, "length": 801}]}}
+    assert zoom_window(losses, [3, 5], detected, [10, 20]) == (5, 600, 2300)
+    none = {"3": {"plateaus": []}, "5": {"plateaus": []}}
+    assert zoom_window(losses, [3, 5], none, [10, 20]) == (None, 10, 20)
 
 
 def test_loss_curves_draw_plateaus() -> None:

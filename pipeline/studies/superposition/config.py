@@ -48,7 +48,9 @@ class RenderSettings:
     figure_seeds: list[int] = bounded(0, None)  # seeds whose geometry / heat-map figures are drawn
     panel_epochs: list[int] = bounded(0, None)  # epochs of the static small multiples
     html_frames: int = bounded(2, 200)  # slider frames of the interactive HTML (subsampled snapshots)
-    zoom_epochs: list[int] = bounded(0, None)  # [from, to] of the loss curve's zoomed panel
+    # [from, to] of the loss curve's zoomed panel for a variant without a detected plateau (a variant
+    # with one zooms on its longest plateau)
+    zoom_epochs: list[int] = bounded(0, None)
 
 
 @dataclass(frozen=True)

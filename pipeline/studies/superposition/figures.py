@@ -29,97 +29,145 @@ def _snap(ep: np.ndarray, epoch: int) -> int:
     return int(np.flatnonzero(ep == epoch)[0])
 
 
+def seed_colors(seeds: list[int]) -> dict[int, Any]:
+    """One distinct colour per seed, the same in every figure of the study (seeds in sorted order take the
+    palette's colours in turn; the notebook's seed is black)."""
+    palette = ([plt.get_cmap("tab20")(i) for i in range(0, 20, 2)] + [plt.get_cmap("tab20")(i) for i in range(1, 20, 2)]
+               + [plt.get_cmap("tab20b")(i) for i in (0, 4, 8, 12, 16, 2, 6, 10, 14, 18)]
+               + [plt.get_cmap("tab20c")(i) for i in (0, 4, 8, 12)])
+    others = sorted(s for s in set(seeds) if s != HIGHLIGHT)
+    colors: dict[int, Any] = {s: palette[i % len(palette)] for i, s in enumerate(others)}
+    colors[HIGHLIGHT] = "black"
+    return colors
+
+
+def zoom_window(losses: np.ndarray, seeds: list[int], detected: dict[str, dict], fallback: list[int]
+                ) -> tuple[int | None, int, int]:
+    """(seed, first epoch, last epoch) of the zoom: the variant's longest detected plateau with half its
+    length either side (so the flat stretch and the drop after it fill the panel), else the configured
+    window for every seed (seed None)."""
+    best = None
+    for s in seeds:
+        for p in detected[str(s)]["plateaus"]:
+            if best is None or p["length"] > best[1]["length"]:
+                best = (s, p)
+    if best is None:
+        return None, fallback[0], min(fallback[1], losses.shape[0])
+    s, p = best
+    pad = max(p["length"] // 2, 10)
+    return s, max(1, p["start_epoch"] - pad), min(losses.shape[0], p["drop_epoch"] + pad)
+
+
 def loss_curves(curves: dict[str, tuple[list[int], np.ndarray]], detected: dict[str, dict[str, dict]],
-                zoom: list[int]) -> plt.Figure:
-    """Log-log loss of every seed per variant, detected plateaus thick and coloured; bottom row a zoom."""
+                zoom: list[int], stand_in: str = "") -> plt.Figure:
+    """Log-log loss of every seed per variant; seeds with a detected plateau (and the notebook's seed) in
+    their own colour, their plateaus thick; bottom row a zoom on the longest plateau."""
     variants = list(curves)
-    fig, axes = plt.subplots(2, len(variants), figsize=(6.2 * len(variants), 8.5), squeeze=False)
-    cmap = plt.get_cmap("tab10")
+    colors = seed_colors([s for v in variants for s in curves[v][0]])
+    fig, axes = plt.subplots(2, len(variants), figsize=(6.4 * len(variants), 9.0), squeeze=False)
     for j, v in enumerate(variants):
         seeds, losses = curves[v]
         epochs = np.arange(1, losses.shape[0] + 1)
-        lo = np.nanmin(losses[zoom[0] - 1 : zoom[1]]) if zoom[1] <= len(epochs) else np.nanmin(losses)
-        hi = np.nanmax(losses[zoom[0] - 1 : zoom[1]]) if zoom[1] <= len(epochs) else np.nanmax(losses)
+        zseed, z0, z1 = zoom_window(losses, seeds, detected[v], zoom)
         for row, ax in enumerate(axes[:, j]):
-            k = 0
             for i, s in enumerate(seeds):
                 info = detected[v][str(s)]
-                if info["plateaus"]:
-                    color, lw, z = cmap(k % 10), 1.0, 3
-                    k += 1
-                elif s == HIGHLIGHT:
-                    color, lw, z = "black", 1.2, 4
-                else:
-                    color, lw, z = "0.7", 0.6, 1
-                label = f"seed {s}" if (info["plateaus"] or s == HIGHLIGHT) else None
-                ax.plot(epochs, losses[:, i], color=color, lw=lw, zorder=z, label=label if row == 0 else None)
+                shown = bool(info["plateaus"]) or s == HIGHLIGHT
+                color, lw, z = (colors[s], 1.2, 4 if s == HIGHLIGHT else 3) if shown else ("0.75", 0.6, 1)
+                ax.plot(epochs, losses[:, i], color=color, lw=lw, zorder=z,
+                        label=f"seed {s}" if shown and row == 0 else None)
                 for p in info["plateaus"]:
                     sl = slice(p["start_epoch"] - 1, p["end_epoch"])
-                    ax.plot(epochs[sl], losses[sl, i], color=color, lw=4, alpha=0.45, zorder=z,
+                    ax.plot(epochs[sl], losses[sl, i], color=color, lw=5, alpha=0.4, zorder=z,
                             solid_capstyle="butt")
-                    ax.plot([p["drop_epoch"]], [losses[p["drop_epoch"] - 1, i]], "o", color=color, ms=4,
+                    ax.plot([p["drop_epoch"]], [losses[p["drop_epoch"] - 1, i]], "o", color=color, ms=5,
                             zorder=z + 1)
-            ax.set_yscale("log")
-            if row == 0:
-                ax.set_xscale("log")
-                ax.set_title(f"{v}: {len(seeds)} seeds, "
-                             f"{sum(1 for s in seeds if detected[v][str(s)]['plateaus'])} with a plateau")
-            else:
-                ax.set_xlim(*zoom)
-                ax.set_ylim(lo * 0.998, hi * 1.002)
-                ax.set_title(f"zoom: epochs {zoom[0]}–{zoom[1]}")
             ax.set_xlabel("epoch")
             ax.set_ylabel("MSE loss")
-        if any(ax.get_legend_handles_labels()[0] for ax in axes[:1, j]):
-            axes[0, j].legend(fontsize=7, ncol=2, loc="upper right")
+            if row == 0:
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+                n_pl = sum(1 for s in seeds if detected[v][str(s)]["plateaus"])
+                ax.set_title(f"{v}: {len(seeds)} seeds, {n_pl} with a plateau")
+                ax.axvspan(z0, z1, color="0.9", zorder=0)
+            else:
+                window = slice(z0 - 1, z1)
+                sel = [seeds.index(zseed)] if zseed is not None else list(range(len(seeds)))
+                lo, hi = float(np.nanmin(losses[window, sel])), float(np.nanmax(losses[window, sel]))
+                pad = 0.08 * (hi - lo) or 1e-3 * hi
+                ax.set_xlim(z0, z1)
+                ax.set_ylim(lo - pad, hi + pad)
+                ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+                what = f"seed {zseed}'s plateau" if zseed is not None else "no plateau detected"
+                ax.set_title(f"zoom ({what}): epochs {z0}–{z1}")
+        if axes[0, j].get_legend_handles_labels()[0]:
+            axes[0, j].legend(fontsize=9, ncol=2, loc="upper right")
+    if stand_in:
+        fig.suptitle(stand_in, fontsize=12)
     fig.tight_layout()
     return fig
 
 
+def _feature_labels(ax: Any, q: np.ndarray, color: Any, top: int = 8) -> None:
+    """Number the ``top`` longest features when they stand out (longer than a quarter of the longest):
+    9 pt labels for all 50 would cover the panel."""
+    norms = np.linalg.norm(q, axis=1)
+    for i in np.argsort(-norms)[:top]:
+        if norms[i] > 0.25 * norms.max():
+            ax.annotate(str(i), q[i], fontsize=9, color=color, xytext=(2, 2), textcoords="offset points")
+
+
 def geometry_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epochs: list[int],
-                    label: str) -> plt.Figure:
+                    label: str, color: Any = "tab:blue") -> plt.Figure:
     """Rows: W_E columns (feature i = W_E[:, i]) and W_U rows (W_U[i, :]); columns: epochs."""
-    pts = {"W_E (embedding)": np.transpose(w_e, (0, 2, 1)), "W_U (unembedding)": w_u}  # [K, f, n]
+    pts = {"W_E": np.transpose(w_e, (0, 2, 1)), "W_U": w_u}  # [K, f, n]
     cols = len(panel_epochs)
-    fig, axes = plt.subplots(2, cols, figsize=(2.6 * cols, 5.6), squeeze=False)
+    fig, axes = plt.subplots(2, cols, figsize=(2.9 * cols, 6.4), squeeze=False)
     for r, (name, p) in enumerate(pts.items()):
         lim = 1.1 * float(np.abs(p).max())
         for c, e in enumerate(panel_epochs):
             ax = axes[r, c]
             q = p[_snap(ep, e)]
-            ax.scatter(q[:, 0], q[:, 1], s=6, color="tab:blue", zorder=2)
-            for i, (x, y) in enumerate(q[:, :2]):
-                ax.annotate(str(i), (x, y), fontsize=4.5, color="tab:red", xytext=(1, 1),
-                            textcoords="offset points")
+            ax.scatter(q[:, 0], q[:, 1], s=10, color=color, zorder=2)
+            _feature_labels(ax, q[:, :2], "0.2")
             ax.set_xlim(-lim, lim)
             ax.set_ylim(-lim, lim)
             ax.set_aspect("equal")
             ax.axhline(0, color="0.6", lw=0.5)
             ax.axvline(0, color="0.6", lw=0.5)
-            ax.tick_params(labelsize=6)
-            ax.set_title(f"{name.split()[0]}, epoch {e}", fontsize=8)
-    fig.suptitle(f"{label}: features in the hidden space (x = hidden 0, y = hidden 1)", fontsize=10)
+            ax.tick_params(labelsize=9)
+            ax.set_title(f"epoch {e}", fontsize=10)
+            if c == 0:
+                ax.set_ylabel(f"{name}: hidden 1", fontsize=10)
+            if r == 1:
+                ax.set_xlabel("hidden 0", fontsize=10)
+    fig.suptitle(f"{label}: features in the hidden space (top W_E columns, bottom W_U rows)", fontsize=12)
     fig.tight_layout()
     return fig
 
 
 def heatmap_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epochs: list[int],
                    label: str) -> plt.Figure:
-    """Rows: W_U·W_E and ReLU(W_U·W_E); columns: epochs."""
+    """Rows: W_U·W_E and ReLU(W_U·W_E) (named on the left); columns: epochs (the titles)."""
     m = np.matmul(w_u, w_e)  # [K, f, f]
     mats = {"W_U·W_E": m, "ReLU(W_U·W_E)": np.maximum(m, 0)}
     cols = len(panel_epochs)
-    fig, axes = plt.subplots(2, cols, figsize=(2.4 * cols + 0.8, 5.0), squeeze=False)
+    fig, axes = plt.subplots(2, cols, figsize=(2.7 * cols + 1.6, 6.0), squeeze=False)
     for r, (name, a) in enumerate(mats.items()):
         vmin, vmax = float(a.min()), float(a.max())
         for c, e in enumerate(panel_epochs):
             ax = axes[r, c]
             im = ax.imshow(a[_snap(ep, e)], cmap="magma", vmin=vmin, vmax=vmax)
-            ax.set_title(f"{name}, epoch {e}", fontsize=8)
-            ax.tick_params(labelsize=6)
+            ax.set_title(f"epoch {e}", fontsize=10)
+            ax.tick_params(labelsize=9)
             ax.grid(False)
-        fig.colorbar(im, ax=list(axes[r]), shrink=0.85, pad=0.01)
-    fig.suptitle(f"{label}: row = output feature, column = input feature", fontsize=10)
+            if c == 0:
+                ax.set_ylabel(f"{name}\noutput feature", fontsize=10)
+            if r == 1:
+                ax.set_xlabel("input feature", fontsize=10)
+        cb = fig.colorbar(im, ax=list(axes[r]), shrink=0.85, pad=0.01)
+        cb.ax.tick_params(labelsize=9)
+    fig.suptitle(f"{label}: W_U·W_E (top) and ReLU(W_U·W_E) (bottom)", fontsize=12)
     return fig
 
 
@@ -165,6 +213,14 @@ def slider_html(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, frames: int, l
     return fig
 
 
+def stand_in(ctx: Context) -> str:
+    """The smoke profile's label for titles and captions ('' for the other profiles)."""
+    if ctx.profile != "smoke":
+        return ""
+    t = ctx.cfg.train
+    return f"SMOKE STAND-IN: {t.epochs} epochs, {len(t.seeds)} seeds, not the paper's 50,000 epochs and 33 seeds"
+
+
 def render_summary(ctx: Context) -> Output:
     """The loss curves of every variant with the plateaus extract@summary detected."""
     cfg: Superposition = ctx.cfg
@@ -173,10 +229,15 @@ def render_summary(ctx: Context) -> Output:
     for v in cfg.variants:
         h = ctx.read("train", v, "history.npz")
         curves[v] = ([int(s) for s in h["seeds"]], h["losses"])
+    note = stand_in(ctx)
     fig = Figure("loss_curves", mpl=loss_curves(curves, {v: detected[v]["seeds"] for v in curves},
-                                                 cfg.render.zoom_epochs),
-                 caption="Loss per epoch (log-log, MSE mean) for every seed of each variant, with the detected "
-                         "plateaus (thick, coloured) and the epoch the loss drops (dot); bottom: zoom.",
+                                                 cfg.render.zoom_epochs, note),
+                 caption=(f"{note}. " if note else "") +
+                         "Loss per epoch (log-log, MSE mean) for every seed of each variant. Seeds with a detected "
+                         "plateau and the notebook's seed 42 (black) have their own colour, the same in every figure "
+                         "of the study; their plateaus are thick and the epoch the loss drops is a dot; other seeds "
+                         "grey. Bottom: zoom on the variant's longest plateau (shaded above), or on "
+                         f"render.zoom_epochs {cfg.render.zoom_epochs} when none is detected.",
                  seed_figure="loss plot of train() (every 10,000 epochs)",
                  sources=[("train", v) for v in cfg.variants] + [("extract", SUMMARY)])
     return Output(figures=[fig])
@@ -191,23 +252,29 @@ def render(ctx: Context, unit: str) -> Output:
     seeds = [int(s) for s in h["seeds"]]
     tied = cfg.variants[unit].tied
     src = [("train", unit)]
+    colors = seed_colors(seeds)
+    note = stand_in(ctx)
     figs = []
     for seed in rp.figure_seeds:
         i = seeds.index(seed)
         w_e, w_u, ep = h["w_e"][:, i], h["w_u"][:, i], h["snap_epochs"]
         tag = f"{unit}_seed{seed}"
-        label = f"{unit} model, seed {seed}"
-        figs.append(Figure(f"{tag}_geometry", mpl=geometry_panels(w_e, w_u, ep, rp.panel_epochs, label),
-                           caption=f"{label}: the 50 features in the 2-D hidden space (top: W_E columns, bottom: "
-                                   "W_U rows) at chosen epochs; axes fixed over training." +
+        label = f"{unit} model, seed {seed}" + (" (SMOKE STAND-IN)" if note else "")
+        pre = f"{note}. " if note else ""
+        figs.append(Figure(f"{tag}_geometry",
+                           mpl=geometry_panels(w_e, w_u, ep, rp.panel_epochs, label, colors[seed]),
+                           caption=f"{pre}{label}: the 50 features in the 2-D hidden space (top: W_E columns, "
+                                   "bottom: W_U rows) at chosen epochs, in the seed's colour of the loss curves; "
+                                   "numbered: the 8 longest features; axes fixed over "
+                                   "training." +
                                    (" Tied: W_U = W_Eᵀ, so both rows agree." if tied else ""),
                            seed_figure="plot_weights_interactive (static frames)", sources=src))
         figs.append(Figure(f"{tag}_heatmaps", mpl=heatmap_panels(w_e, w_u, ep, rp.panel_epochs, label),
-                           caption=f"{label}: W_U·W_E (top) and ReLU(W_U·W_E) (bottom) at chosen epochs; magma, "
+                           caption=f"{pre}{label}: W_U·W_E (top) and ReLU(W_U·W_E) (bottom) at chosen epochs; magma, "
                                    "colour range fixed over all snapshots.",
                            seed_figure="visualize_matrices_with_slider (static frames)", sources=src))
         figs.append(Figure(f"{tag}_slider", plotly=slider_html(w_e, w_u, ep, rp.html_frames, label),
-                           caption=f"{label}: interactive, epoch slider over {rp.html_frames} of the {len(ep)} "
+                           caption=f"{pre}{label}: interactive, epoch slider over {rp.html_frames} of the {len(ep)} "
                                    "snapshots: feature directions of W_E and W_U, W_U·W_E and its ReLU.",
                            seed_figure="plot_weights_interactive + visualize_matrices_with_slider", sources=src))
     return Output(figures=figs)

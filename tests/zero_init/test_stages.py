@@ -90,7 +90,12 @@ def test_render_draws_each_run_on_its_iterations_with_the_input_dim_line(smoke):
     for ln, r in zip(lines[1:], ranks.values()):
         assert list(ln.get_xdata()) == [0, 1, 21, 41, 60] and list(ln.get_ydata()) == r
     assert ax.get_xlabel() == "Iterations" and ax.get_ylabel() == "Rank"
-    assert fig.caption.startswith(smoke.style.titles["fig3_right"] + ". rank(W3 − I)")
+    assert fig.caption.startswith("SMOKE STAND-IN (not the paper's numbers). " + smoke.style.titles["fig3_right"]
+                                  + ". rank(W3 − I)")
+    assert ax.get_title() == "SMOKE STAND-IN"
+    # one hue per init, the same in every figure: ZerO green, partial identity blue, random grey
+    assert [ln.get_color() for ln in lines[1:]] == [figures.run_color(i, 1024) for i in ("random", "partial_identity",
+                                                                                         "zero")]
     assert "seed_zero_1024 (ZerO, n_h=1024, bias 0.01, 1 epoch(s), 60 iterations on 3840 images" in fig.caption
     assert "StepLR" not in fig.caption  # 1 epoch: the decay after epoch 12 never acts
     assert fig.caption.endswith("Profile smoke: " + smoke.style.profile_note)
@@ -104,7 +109,17 @@ def test_render_labels_widths_when_one_init_and_style_labels_win(smoke):
     files = {("train", k, "result.json"): fake_result(k, cfg, [0, 10, 20]) for k in ("seed_pi_256", "seed_pi_1024")}
     (fig,) = figures.render(context(cfg, "render", "fig3_left", files), "fig3_left").figures
     assert [ln.get_label() for ln in fig.mpl.axes[0].get_lines()] == ["input_dim=784", "n_h=256", "wide"]
+    c256, c1024 = (ln.get_color() for ln in fig.mpl.axes[0].get_lines()[1:])
+    assert c1024 == figures.run_color("partial_identity", 1024) != c256  # the width's shade of the init's hue
     assert "seed_pi_256 (Partial Identity, n_h=256" in fig.caption
+
+
+def test_run_colors_are_one_hue_per_init_and_one_shade_per_width():
+    inits = list(figures.INIT_LABELS)
+    colors = {(i, w): figures.run_color(i, w) for i in inits for w in (256, 512, 1024, 2048)}
+    assert len(set(colors.values())) == len(colors)
+    assert figures.run_color("zero", 1024) == figures.run_color("zero", 1024)
+    assert figures.run_color("zero", 3000) == figures.run_color("zero", 1024)  # unlisted widths: the 1024 shade
 
 
 def test_train_returns_the_result_and_one_child_run(smoke, data_mirror, tmp_path, monkeypatch):

@@ -114,13 +114,17 @@ IMPRINT_METRICS = {
 }
 
 
+SPREAD_METRICS = {"profile": "smoke", "gap": {"min": 0.05, "median": 0.12, "max": 0.38}}
+FIXTURES = {"imprint_extract@final": IMPRINT_METRICS, "imprint_extract@seed_spread": SPREAD_METRICS}
+
+
 def _imprint(claim_id: str) -> Claim:
     return next(c for c in IMPRINT_CLAIMS if c.id == claim_id)
 
 
 def _row(claim: Claim, metrics: dict) -> dict:
-    return claims.evaluate(claim, "imprint", "paper",
-                           lambda stage: metrics if stage == "imprint_extract@final" else None)
+    """The claim evaluated on ``metrics`` as imprint_extract@final (and the spread fixture)."""
+    return claims.evaluate(claim, "imprint", "paper", {**FIXTURES, "imprint_extract@final": metrics}.get)
 
 
 @pytest.mark.parametrize("claim", IMPRINT_CLAIMS, ids=lambda c: c.id)
@@ -143,6 +147,16 @@ def test_a_claim_fails_when_its_metric_is_perturbed(claim_id, path, value):
     moved["runs"][path[0]][path[1]] = value
     row = _row(claim, moved)
     assert row["status"] == "fails" and row["holds"] is False and row["surprise"]
+
+
+def test_the_seed_spread_claim_fails_when_one_seed_has_adam_ahead():
+    claim = _imprint("muon_leads_on_every_init_seed")
+    assert _row(claim, IMPRINT_METRICS)["holds"] is True
+    FIXTURES["imprint_extract@seed_spread"] = {"gap": {"min": -0.01}}
+    try:
+        assert _row(claim, IMPRINT_METRICS)["status"] == "fails"
+    finally:
+        FIXTURES["imprint_extract@seed_spread"] = SPREAD_METRICS
 
 
 def test_a_claim_whose_metric_is_missing_is_not_measured():
@@ -208,7 +222,8 @@ def fixture_root(tmp_path, monkeypatch):
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
     monkeypatch.setenv("TRAINSCAPE_TRACKING", "off")
-    write_json(metrics_path("imprint_extract@final"), IMPRINT_METRICS)
+    for stage, metrics in FIXTURES.items():
+        write_json(metrics_path(stage), metrics)
     return tmp_path
 
 

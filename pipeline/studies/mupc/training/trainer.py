@@ -37,12 +37,11 @@ from pipeline.studies.mupc.energy import (
     Adam,
     EnergyTerms,
     InferenceConfig,
-    errors,
-    infer,
-    train_loss,
-    weight_grads,
+    InPlaceAdam,
+    PCEngine,
+    add_regularisers,
 )
-from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights, multipliers, phi
+from pipeline.studies.mupc.model import NetSpec, Weights, init_weights, multipliers, phi
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
 from pipeline.studies.mupc.training.sweeps import stack_key
@@ -223,20 +222,42 @@ def _mask_weights(w: Weights, active: np.ndarray) -> Weights:
 # ----------------------------------------------------------------------------- PC
 
 
+def _mask_store(store: list[torch.Tensor], run_dims: tuple[int, ...], active: np.ndarray) -> None:
+    """In-place :func:`_mask_weights` of the trainer's weight storage (run axis ``run_dims[i]`` of tensor i)."""
+    if active.all():
+        return
+    stop = torch.as_tensor(~active, device=store[0].device)
+    for t, d in zip(store, run_dims):
+        shape = [1] * t.dim()
+        shape[d] = -1
+        t.masked_fill_(stop.view(shape), 0.0)
+
+
 def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
                    dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096) -> list[RunResult]:
-    """Train a stackable group of PC runs together; one RunResult per run (order kept)."""
+    """Train a stackable group of PC runs together; one RunResult per run (order kept).
+
+    The weights live in the engine's storage (hidden layers layer-major, ``[H-1, R, N, N]``) and are
+    updated in place; ``w`` is the run-major view of that storage the other functions take."""
     t0 = time.time()
     rc0 = runs[0]
     spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
     B, R = rc0.batch_size, len(runs)
     orders = torch.stack([batch_orders(rc.seed, len(data.y_train), B, rc0.epochs) for rc in runs], 1).to(device)
     n_iters = orders.shape[0]
-    w = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
+    w0 = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
+    store = [w0.w_in.contiguous(), w0.w_hid.transpose(0, 1).contiguous(), w0.w_out.contiguous()]
+    run_dims = (0, 1, 0)
+    w = Weights(store[0], store[1].transpose(0, 1), store[2])
     act_lr = torch.tensor([rc.act_lr for rc in runs], dtype=dtype, device=device)
-    opt = Adam(w.tensors(), torch.tensor([rc.param_lr for rc in runs], dtype=dtype, device=device))
+    p_lr = torch.tensor([rc.param_lr for rc in runs], dtype=dtype, device=device)
+    opt = InPlaceAdam(store, [p_lr.view(R, 1, 1), p_lr.view(1, R, 1, 1), p_lr.view(R, 1, 1)])
+    grads = [torch.empty_like(t) for t in store]
     inf_cfg = InferenceConfig(steps=rc0.T, optim=rc0.act_optim, activity_decay=rc0.activity_decay)
     terms = EnergyTerms(rc0.activity_decay, rc0.weight_decay, rc0.spectral_penalty)
+    regularised = bool(terms.weight_decay or terms.spectral_penalty)
+    engine = PCEngine(spec, R, B, inf_cfg, dtype=dtype, device=device)
+    engine.bind(w)
     hess = rc0.metrics == "hessian"
     book = _Book(runs, n_iters, hess)
     losses = torch.empty(n_iters, R, dtype=dtype, device=device)
@@ -245,32 +266,35 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
         for i in range(n_iters):
             k = i + 1
             idx = orders[i]  # [R, B]
-            x, y = data.x_train[idx], data.y_train[idx]
-            z0, y_hat = feedforward(spec, w, x)
-            losses[i] = train_loss(y_hat, y)
+            x = data.x_train.index_select(0, idx.view(-1)).view(R, B, -1)
+            y = data.y_train.index_select(0, idx.view(-1)).view(R, B, -1)
+            losses[i] = engine.feedforward(x, y)
             if hess and i == 0:  # row 0: feed-forward activities, initial weights
                 act_idx = np.flatnonzero(book.active)
-                lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, z0, rc0.activity_decay, hessian_dense_max_n)
+                lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, engine.runs_view(engine.z),
+                                                            rc0.activity_decay, hessian_dense_max_n)
                 book.record_hessian(lo, hi, kap, meth, act_idx)
-            res = infer(spec, w, x, y, z0, act_lr, inf_cfg)
-            n_conv[i] = res.n_converged
-            eps, eps_out = errors(spec, w, x, y, res.z)
-            grads = weight_grads(spec, w, x, res.z, eps, eps_out, terms)
-            w = Weights(*opt.step(w.tensors(), grads.tensors()))
+            n_conv[i] = engine.infer(y, act_lr)
+            engine.errors(y)
+            engine.weight_grads(x, grads)
+            if regularised:
+                add_regularisers(grads, store, terms)
+            opt.step(grads)
             if k % rc0.test_every == 0 or k == n_iters:
                 book.check_losses(losses, k)
-                w = _mask_weights(w, book.active)
+                _mask_store(store, run_dims, book.active)
                 if k % rc0.test_every == 0 and book.active.any():
                     acc, tl = evaluate(spec, w, data, half_mse=True)
                     book.record_eval(k, acc, tl)
                     if hess:
                         sel = torch.as_tensor(np.flatnonzero(book.active), device=device)
                         sub = Weights(*(t[sel] for t in w.tensors()))
-                        lo, hi, kap, meth = hessian_monitor.monitor(spec, sub, x[sel], y[sel], res.z[sel],
+                        z = engine.runs_view(engine.z)
+                        lo, hi, kap, meth = hessian_monitor.monitor(spec, sub, x[sel], y[sel], z[sel],
                                                                     rc0.activity_decay, hessian_dense_max_n)
                         book.record_hessian(lo, hi, kap, meth, np.flatnonzero(book.active))
                     book.apply_no_learning(k)
-                    w = _mask_weights(w, book.active)
+                    _mask_store(store, run_dims, book.active)
                 if not book.active.any():
                     break
     return book.results(losses, n_conv, time.time() - t0)
@@ -316,11 +340,76 @@ def train_bp_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     return book.results(losses, None, time.time() - t0)
 
 
+_LAYOUTS: dict[tuple, tuple[int, dict[int, float]]] = {}
+
+
+def _sync(device: str | torch.device) -> None:
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def stack_layout(rc: RunConfig, R: int, D: int, d_y: int, device: str | torch.device,
+                 dtype: torch.dtype) -> tuple[int, dict[int, float]]:
+    """Runs per stack for R stackable PC runs on this device, chosen by measurement (cached per process).
+
+    Stacking pays where one run's products are too small to fill the device (small N, GPUs); on one CPU
+    thread at N = 128 nine stacked runs stream their weights from L3 at every product, while one run's
+    stay in L2, so one by one is faster there. The probe times a feed-forward pass plus two inference
+    steps of the engine for 1, 3 and R runs per stack on random weights (best of three) and returns
+    the best size and the measured training-step rates (runs · steps / s) per size."""
+    sizes = sorted({1, min(3, R), R})
+    key = (str(device), dtype, rc.N, rc.H, rc.act, rc.skips, rc.batch_size, rc.act_optim, D, d_y, tuple(sizes))
+    if key in _LAYOUTS:
+        return _LAYOUTS[key]
+    spec = net_spec(rc, D, d_y)
+    rates: dict[int, float] = {}
+    with torch.no_grad():
+        for k in sizes:
+            eng = PCEngine(spec, k, rc.batch_size, InferenceConfig(steps=2, optim=rc.act_optim), dtype=dtype,
+                           device=device)
+            eng.bind(init_weights(spec, list(range(k)), dtype=dtype, device=device))
+            x = torch.randn(k, rc.batch_size, D, dtype=dtype, device=device)
+            y = torch.randn(k, rc.batch_size, d_y, dtype=dtype, device=device)
+            best = float("inf")
+            for rep in range(4):  # the first round warms up
+                _sync(device)
+                t = time.perf_counter()
+                eng.feedforward(x, y)
+                eng.infer(y, 0.1)
+                _sync(device)
+                if rep:
+                    best = min(best, time.perf_counter() - t)
+            rates[k] = 3 * k / best
+    choice = max(sizes, key=lambda k: (rates[k], k))
+    _LAYOUTS[key] = (choice, rates)
+    return choice, rates
+
+
 def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
-                dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096) -> list[RunResult]:
-    """Train runs that share one stack key (see ``sweeps.stack_key``) together."""
+                dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096,
+                layout: str = "auto") -> list[RunResult]:
+    """Train runs that share one stack key (see ``sweeps.stack_key``) together.
+
+    ``layout`` (PC only): ``stacked`` trains the group as one stack, ``sequential`` run by run, ``auto``
+    in stacks of the size :func:`stack_layout` measured fastest on this device (the runs are independent,
+    so the numbers do not depend on it; each run records the choice in ``stack_layout``)."""
     if len({stack_key(rc) for rc in runs}) != 1:
         raise ValueError("train_group: runs differ in a shape/schedule field; split them with stack_groups")
     if runs[0].kind == "bp":
         return train_bp_group(runs, data, device, dtype)
-    return train_pc_group(runs, data, device, dtype, hessian_dense_max_n)
+    R = len(runs)
+    if layout not in ("auto", "stacked", "sequential"):
+        raise ValueError(f"layout {layout!r} is not one of auto, stacked, sequential")
+    rates: dict[int, float] = {}
+    if layout == "auto" and R > 1:
+        size, rates = stack_layout(runs[0], R, data.x_train.shape[1], data.y_train.shape[1], device, dtype)
+    else:
+        size = 1 if layout == "sequential" else R
+    out: list[RunResult] = []
+    for i in range(0, R, size):
+        out += train_pc_group(runs[i:i + size], data, device, dtype, hessian_dense_max_n)
+    note = {"runs_per_stack": size, "layout": layout,
+            "measured_steps_per_s": {str(k): round(v, 1) for k, v in rates.items()}}
+    for res in out:
+        res.extra["stack_layout"] = note
+    return out

@@ -1,0 +1,245 @@
+"""The layer-batched PC engine (``energy.PCEngine``) and the trainer built on it against a
+straightforward per-layer, per-run reference of the formulas (spec §1.5–1.8), on fixed seeds."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import pipeline.studies.mupc.training.trainer as tr
+from pipeline.studies.mupc.energy import (
+    Adam,
+    InferenceConfig,
+    InPlaceAdam,
+    PCEngine,
+    errors,
+    infer,
+    sqrt_floor,
+    weight_grads,
+)
+from pipeline.studies.mupc.model import NetSpec, Weights, dphi, feedforward, init_weights, multipliers, phi
+from pipeline.studies.mupc.runs import RunConfig
+
+F64 = torch.float64
+
+
+# ----------------------------------------------------------------------------- per-layer reference
+
+
+def ref_feedforward(spec, w, x, r):
+    m = multipliers(spec)
+    z = [m.a_in * x[r] @ w.w_in[r].T]
+    for ell in range(spec.H - 1):
+        z.append(m.a_hid * phi(spec.act, z[-1]) @ w.w_hid[r, ell].T + m.s * z[-1])
+    return z
+
+
+def ref_errors(spec, w, x, y, z, r):
+    """Per layer: ε_1 = z_1 − a_1 W_1 x, ε_ℓ = z_ℓ − a W_ℓ φ(z_{ℓ−1}) − s z_{ℓ−1}, ε_L = y − a_L W_L φ(z_H)."""
+    m = multipliers(spec)
+    eps = [z[0] - m.a_in * x[r] @ w.w_in[r].T]
+    for ell in range(1, spec.H):
+        eps.append(z[ell] - (m.a_hid * phi(spec.act, z[ell - 1]) @ w.w_hid[r, ell - 1].T + m.s * z[ell - 1]))
+    return eps, y[r] - m.a_out * phi(spec.act, z[-1]) @ w.w_out[r].T
+
+
+def ref_activity_grad(spec, w, z, eps, eps_out, r, B, decay=0.0):
+    """(ε_ℓ − J_ℓᵀ ε_{ℓ+1} + c z_ℓ) / B, layer by layer."""
+    m = multipliers(spec)
+    g = []
+    for ell in range(spec.H):
+        if ell < spec.H - 1:
+            back = m.a_hid * dphi(spec.act, z[ell]) * (eps[ell + 1] @ w.w_hid[r, ell]) + m.s * eps[ell + 1]
+        else:
+            back = m.a_out * dphi(spec.act, z[ell]) * (eps_out @ w.w_out[r])
+        g.append((eps[ell] - back + decay * z[ell]) / B)
+    return g
+
+
+def ref_infer(spec, w, x, y, z0, lr, steps, optim, r, decay=0.0):
+    z = [t.clone() for t in z0]
+    B = x.shape[1]
+    m1 = [torch.zeros_like(t) for t in z]
+    v1 = [torch.zeros_like(t) for t in z]
+    for t in range(1, steps + 1):
+        eps, eps_out = ref_errors(spec, w, x, y, z, r)
+        g = ref_activity_grad(spec, w, z, eps, eps_out, r, B, decay)
+        for ell in range(spec.H):
+            if optim == "gd":
+                z[ell] = z[ell] - lr * g[ell]
+            else:
+                m1[ell] = 0.9 * m1[ell] + 0.1 * g[ell]
+                v1[ell] = 0.999 * v1[ell] + 0.001 * g[ell] ** 2
+                z[ell] = z[ell] - lr * (m1[ell] / (1 - 0.9**t)) / ((v1[ell] / (1 - 0.999**t)).sqrt() + 1e-8)
+    return z
+
+
+def ref_weight_grads(spec, w, x, y, z, r):
+    m = multipliers(spec)
+    B = x.shape[1]
+    eps, eps_out = ref_errors(spec, w, x, y, z, r)
+    g_in = -(m.a_in / B) * eps[0].T @ x[r]
+    g_hid = [-(m.a_hid / B) * eps[ell].T @ phi(spec.act, z[ell - 1]) for ell in range(1, spec.H)]
+    g_out = -(m.a_out / B) * eps_out.T @ phi(spec.act, z[-1])
+    return g_in, g_hid, g_out
+
+
+# ----------------------------------------------------------------------------- set-up
+
+
+def setup(act, skips, param, R, H=4, B=5, dtype=F64):
+    init = "standard_gauss" if param == "mupc" else "standard"
+    spec = NetSpec(D=7, N=6, H=H, d_y=3, act=act, skips=skips, param=param, init=init)
+    w0 = init_weights(spec, list(range(R)), dtype=dtype)
+    # the trainer's storage: hidden layers layer-major [H-1, R, N, N]; w is its run-major view
+    store = [w0.w_in.contiguous(), w0.w_hid.transpose(0, 1).contiguous(), w0.w_out.contiguous()]
+    w = Weights(store[0], store[1].transpose(0, 1), store[2])
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(R, B, spec.D, generator=g, dtype=dtype)
+    y = torch.randn(R, B, spec.d_y, generator=g, dtype=dtype)
+    return spec, w, store, x, y
+
+
+CASES = list(itertools.product(["linear", "tanh", "relu"], [False, True], ["sp", "mupc"], [1, 3]))
+
+
+def close(a, b, tol=1e-12):
+    return torch.allclose(a, b, rtol=tol, atol=tol * max(1.0, float(b.abs().max())))
+
+
+@pytest.mark.parametrize("act,skips,param,R", CASES)
+@pytest.mark.parametrize("optim", ["gd", "adam"])
+def test_engine_iteration_matches_per_layer_reference(act, skips, param, R, optim):
+    """Feed-forward, T inference steps from the feed-forward point, final errors and weight gradients."""
+    spec, w, store, x, y = setup(act, skips, param, R)
+    lr = torch.tensor([0.3, 0.05, 0.7][:R], dtype=F64) * (0.1 if optim == "adam" else 5.0)
+    T = 6
+    eng = PCEngine(spec, R, x.shape[1], InferenceConfig(steps=T, optim=optim), dtype=F64)
+    eng.bind(w)
+    loss = eng.feedforward(x, y)
+    z_ff = eng.runs_view(eng.z).clone()
+    eng.infer(y, lr)
+    z_eng = eng.runs_view(eng.z)
+    eng.errors(y)
+    grads = [torch.empty_like(t) for t in store]
+    eng.weight_grads(x, grads)
+    g_hid_runs = grads[1].transpose(0, 1)
+    for r in range(R):
+        z0 = ref_feedforward(spec, w, x, r)
+        assert close(z_ff[r], torch.stack(z0))
+        _, eps_out0 = ref_errors(spec, w, x, y, z0, r)
+        assert float(loss[r]) == pytest.approx(0.5 * float(eps_out0.pow(2).mean()), rel=1e-12)
+        z = ref_infer(spec, w, x, y, z0, float(lr[r]), T, optim, r)
+        assert close(z_eng[r], torch.stack(z), 1e-10 if optim == "adam" else 1e-12)
+        g_in, g_hid, g_out = ref_weight_grads(spec, w, x, y, z, r)
+        assert close(grads[0][r], g_in, 1e-9) and close(grads[2][r], g_out, 1e-9)
+        for ell, gh in enumerate(g_hid):
+            assert close(g_hid_runs[r, ell], gh, 1e-9)
+
+
+@pytest.mark.parametrize("act,skips,param,R", CASES[::3])
+def test_engine_from_given_activities_with_decay(act, skips, param, R):
+    """Inference from activities off the feed-forward point (every error recomputed), activity decay."""
+    spec, w, _, x, y = setup(act, skips, param, R)
+    z0, _ = feedforward(spec, w, x)
+    z0 = z0 + 0.2 * torch.randn(z0.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
+    eng = PCEngine(spec, R, x.shape[1], InferenceConfig(steps=5, activity_decay=0.4), dtype=F64)
+    eng.bind(w)
+    eng.set_activities(z0, x)
+    eng.infer(y, 0.5)
+    for r in range(R):
+        z = ref_infer(spec, w, x, y, list(z0[r].unbind(0)), 0.5, 5, "gd", r, decay=0.4)
+        assert close(eng.runs_view(eng.z)[r], torch.stack(z))
+
+
+@pytest.mark.parametrize("act,optim", [("relu", "gd"), ("tanh", "adam"), ("linear", "gd")])
+def test_engine_equals_the_formula_functions_and_convergence_count(act, optim):
+    """Same activities and n_converged as ``infer`` (the whole-tensor formulas), stacked runs, one hidden layer too."""
+    for H in (1, 5):
+        spec, w, _, x, y = setup(act, True, "mupc", 3, H=H)
+        lr = torch.tensor([0.02, 0.2, 1.0], dtype=F64)
+        cfg = InferenceConfig(steps=12, optim=optim, conv_threshold=2e-3)
+        z0, _ = feedforward(spec, w, x)
+        ref = infer(spec, w, x, y, z0, lr, cfg)
+        eng = PCEngine(spec, 3, x.shape[1], cfg, dtype=F64)
+        eng.bind(w)
+        eng.feedforward(x, y)
+        n = eng.infer(y, lr)
+        assert close(eng.runs_view(eng.z), ref.z, 1e-10)
+        assert torch.equal(n, ref.n_converged)
+
+
+def test_untouched_layers_keep_exactly_zero_errors():
+    """Predictions are formed as the feed-forward pass forms them: a layer below the inference signal
+    has an error of exactly 0 (Adam would turn round-off there into full-size steps)."""
+    spec, w, _, x, y = setup("tanh", True, "mupc", 2, H=6)
+    eng = PCEngine(spec, 2, x.shape[1], InferenceConfig(steps=2), dtype=torch.float32)
+    w32 = Weights(*(t.float() for t in w.tensors()))
+    eng.bind(w32)
+    eng.feedforward(x.float(), y.float())
+    eng.infer(y.float(), 0.1)  # two steps move layers H and H-1 only
+    eng.errors(y.float())
+    assert eng.E[: spec.H - 2].abs().max() == 0
+    assert eng.E[-1].abs().max() > 0
+
+
+def test_in_place_adam_equals_adam_and_floor_is_exact():
+    """In place, per-run lr views, the √v̂ floor: the numbers of :class:`Adam` to the last bits."""
+    g = torch.Generator().manual_seed(5)
+    for dtype in (torch.float32, F64):
+        p = torch.randn(3, 4, 5, generator=g, dtype=dtype)
+        lr = torch.tensor([0.1, 0.01, 0.001], dtype=dtype)
+        ref, new = Adam([p], lr), InPlaceAdam([p.clone()], [lr.view(3, 1, 1)])
+        q = p.clone()
+        for k in range(4):
+            grad = torch.randn(p.shape, generator=g, dtype=dtype)
+            grad[0] = 0.0  # exact zeros (v = 0) and tiny values go through the floor
+            grad[1, 0] = 1e-30 if dtype == F64 else 1e-20
+            (q,) = ref.step([q], [grad])
+            new.step([grad.clone()])
+            tol = 4 * torch.finfo(dtype).eps  # p − lr·u vs one fused multiply-add
+            assert torch.allclose(new.params[0], q, rtol=tol, atol=tol), (dtype, k)
+            assert torch.equal(new.params[0][0], q[0])  # zero gradients: no step in either
+        e = torch.tensor(1e-8, dtype=dtype)
+        assert torch.tensor(sqrt_floor(dtype, 1e-8), dtype=dtype).sqrt() + e == e
+
+
+def reference_trainer(runs, data):
+    """The trainer's PC loop written with the whole-tensor formula functions (no early stops)."""
+    rc0 = runs[0]
+    spec = tr.net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
+    B = rc0.batch_size
+    orders = torch.stack([tr.batch_orders(rc.seed, len(data.y_train), B, rc0.epochs) for rc in runs], 1)
+    w = init_weights(spec, [rc.seed for rc in runs], dtype=F64)
+    opt = Adam(w.tensors(), torch.tensor([rc.param_lr for rc in runs], dtype=F64))
+    act_lr = torch.tensor([rc.act_lr for rc in runs], dtype=F64)
+    cfg = InferenceConfig(steps=rc0.T, optim=rc0.act_optim)
+    losses, accs = [], []
+    for i in range(orders.shape[0]):
+        x, y = data.x_train[orders[i]], data.y_train[orders[i]]
+        z0, y_hat = feedforward(spec, w, x)
+        losses.append(0.5 * (y - y_hat).pow(2).mean(dim=(1, 2)))
+        z = infer(spec, w, x, y, z0, act_lr, cfg).z
+        eps, eps_out = errors(spec, w, x, y, z)
+        w = Weights(*opt.step(w.tensors(), weight_grads(spec, w, x, z, eps, eps_out).tensors()))
+        if (i + 1) % rc0.test_every == 0:
+            accs.append(tr.evaluate(spec, w, data, half_mse=True)[1])
+    return torch.stack(losses).numpy(), torch.stack(accs).numpy()
+
+
+@pytest.mark.parametrize("act,optim", [("relu", "gd"), ("tanh", "adam")])
+def test_trainer_matches_the_formula_trainer(act, optim, monkeypatch):
+    monkeypatch.setattr(tr, "NO_LEARNING_ACC", -1.0)
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(64 * 6 + 128, 20, generator=g, dtype=F64)
+    y = torch.nn.functional.one_hot(torch.randint(0, 10, (len(x),), generator=g), 10).to(F64)
+    data = tr.DataSet(x[:384], y[:384], x[384:], y[384:])
+    runs = [RunConfig(dataset="mnist", N=8, H=4, act=act, param="mupc", init="standard_gauss", skips=True, seed=s,
+                      epochs=1, test_every=3, param_lr=plr, T=4, act_optim=optim, act_lr=alr)
+            for s, plr, alr in ((0, 0.01, 0.5), (1, 0.003, 0.1), (0, 0.001, 0.05))]
+    res = tr.train_group(runs, data, "cpu", F64)
+    losses, test_losses = reference_trainer(runs, data)
+    for r, rr in enumerate(res):
+        np.testing.assert_allclose(rr.arrays["batch_train_losses"], losses[:, r], rtol=1e-6)  # stored as float32
+        np.testing.assert_allclose(rr.arrays["test_losses"], test_losses[:, r], rtol=1e-10)

@@ -27,7 +27,14 @@ import scipy.sparse.linalg as spla
 import torch
 
 from pipeline.studies.mupc.energy import errors
-from pipeline.studies.mupc.model import NetSpec, Weights, ddphi, dphi, multipliers
+from pipeline.studies.mupc.model import Multipliers, NetSpec, Weights, ddphi, dphi, multipliers
+
+# ARPACK's relative tolerance for the extremes. Measured against dense eigvalsh (N = 128, H = 32/64 and
+# N = H = 64; sp-orthogonal linear/tanh without skips, μPC linear/relu with skips, sp relu): 1e-6 keeps the
+# extremes within 2.5e-11 relative (Ritz values converge quadratically in the residual); 1e-4 lets λ_max
+# drift by up to 8e-6; 1e-10 costs 1.4–2.7× the time of 1e-6 and stalled for minutes on a CUDA run
+# (S4, H = 64, linear, orthogonal, no skips) that 1e-6 finished in 0.25 s.
+LANCZOS_TOL = 1e-6
 
 METHODS = ("dense", "banded", "dense_torch", "lanczos_LA", "lanczos_SA", "shift_invert_cholesky", "exact_blocks")
 
@@ -81,9 +88,20 @@ def hessian_blocks(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, 
     return Blocks(diag, upper)
 
 
+def theory_multipliers(spec: NetSpec) -> Multipliers:
+    """The multipliers of the linear theory: always the intended rule (1/√N without skips).
+
+    Quirk Q1: the paper-era energy and forward code used 1/√(N·L) for μPC/NTP hidden branches without
+    skips, but its analytic Hessian (D, O, H_theory of F3/F4) used 1/√N. So under
+    ``legacy_noskip_branch_scale`` the numeric H_z takes 1/√(N·L) and the theory keeps 1/√N, as then;
+    without the flag both are the same matrix."""
+    return multipliers(spec.with_(legacy_noskip_branch_scale=False))
+
+
 def theory_blocks(spec: NetSpec, w: Weights, activity_decay: float = 0.0, r: int = 0) -> Blocks:
-    """Linear-network closed forms (§2.2): D_ℓ = (1+c_z+s)I + a²WᵀW + s a (W+Wᵀ); O_{ℓ,ℓ+1} = −(aW + sI)ᵀ."""
-    m = multipliers(spec)
+    """Linear-network closed forms (§2.2): D_ℓ = (1+c_z+s)I + a²WᵀW + s a (W+Wᵀ); O_{ℓ,ℓ+1} = −(aW + sI)ᵀ,
+    with :func:`theory_multipliers`."""
+    m = theory_multipliers(spec)
     eye = torch.eye(spec.N, dtype=w.w_hid.dtype, device=w.w_hid.device)
     wh, wo = w.w_hid[r], w.w_out[r]
     d_hid = ((1.0 + activity_decay + m.s) * eye + m.a_hid**2 * wh.transpose(-1, -2) @ wh
@@ -170,7 +188,7 @@ def _eigsh(op: spla.LinearOperator, which: str, tol: float, **kw) -> float:
     return float(vals[0])
 
 
-def extremes(b: Blocks, *, tol: float = 1e-10, dense_max_n: int = 0) -> Extremes:
+def extremes(b: Blocks, *, tol: float = LANCZOS_TOL, dense_max_n: int = 0) -> Extremes:
     """λ_max and λ_min (signed) of a block-tridiagonal symmetric matrix by the cheapest exact route."""
     t0 = time.perf_counter()
     if b.n <= max(dense_max_n, 3):  # ARPACK needs n > k + 1; tiny problems go dense

@@ -82,6 +82,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
         info["autodiff_max_abs_diff"] = float((auto - hessian.to_dense(blocks)).abs().max())
     if c["act"] == "linear":  # theory D, O and H_theory (= H_num for linear nets: compare the matrices)
         tb = hessian.theory_blocks(spec, w, c["activity_decay"])
+        legacy_theory = hessian.theory_multipliers(spec) != hessian.multipliers(spec)  # Q1: paper-era 1/√N theory
         info["theory_vs_num_max_abs_diff"] = float(max((tb.diag - blocks.diag).abs().max(),
                                                        (tb.upper - blocks.upper).abs().max() if H > 1 else 0.0))
         d_blocks, o_blocks = hessian.split(tb)
@@ -112,7 +113,19 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
             info.update(O_lambda_max=0.0, O_lambda_min=0.0, O_method_max="exact_blocks", O_method_min="exact_blocks")
         info["D_kappa"] = hessian.cond_num(info["D_lambda_max"], info["D_lambda_min"])
         info["O_kappa"] = hessian.cond_num(info["O_lambda_max"], info["O_lambda_min"])
-        info.update(H_theory_lambda_max=lmax, H_theory_lambda_min=lmin, H_theory_kappa=info["kappa"])
+        if legacy_theory:  # H_theory ≠ H_num: its own spectrum / extremes
+            if full:
+                th_ev, _ = hessian.full_spectrum(tb, dense_max_n=hp.dense_max_n, backend=hp.spectrum_backend,
+                                                 device=device)
+                arrays["theory_hessian_eigenvals"] = th_ev
+                tmax, tmin = float(th_ev[-1]), float(th_ev[0])
+            else:
+                tex = hessian.extremes(tb, tol=hp.lanczos_tol, dense_max_n=hp.dense_max_n)
+                tmax, tmin = tex.lambda_max, tex.lambda_min
+            info.update(H_theory_lambda_max=tmax, H_theory_lambda_min=tmin,
+                        H_theory_kappa=hessian.cond_num(tmax, tmin))
+        else:
+            info.update(H_theory_lambda_max=lmax, H_theory_lambda_min=lmin, H_theory_kappa=info["kappa"])
     if hp.save_weights:
         arrays.update(w_in=w.w_in[0].numpy(), w_hid=w.w_hid[0].numpy(), w_out=w.w_out[0].numpy(), x=x.numpy())
     arrays.update(lambda_max=np.float64(lmax), lambda_min=np.float64(lmin), kappa=np.float64(info["kappa"]))

@@ -72,6 +72,7 @@ lint: setup
 	$(BIN)/ruff check .
 
 ui: setup
+	@echo "runs: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
 	  --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} \
 	  --host 127.0.0.1 --port 5000 --workers 1

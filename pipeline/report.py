@@ -31,7 +31,9 @@ def _run_link(entry: dict[str, Any], ui: str) -> str:
     rid, eid = entry.get("mlflow_run_id"), entry.get("mlflow_experiment_id")
     if not rid:
         return "tracking off"
+    # MLflow 3 shows GenAI pages unless the link asks for the model-training views
     href = f"{ui}/#/experiments/{eid}/runs/{rid}" if eid else f"{ui}/#/runs/{rid}"
+    href += "?workflowType=machine_learning"
     return f'<a href="{html.escape(href)}">{html.escape(rid[:12])}</a>'
 
 

@@ -13,6 +13,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from pipeline.contract import Context, Family, Output, Study
 from pipeline.paths import stage_name, study_dir
 from pipeline.provenance import data_checksums, git_state
 from pipeline.records import read_file, write_metrics, write_part, write_unit
-from pipeline.tracking import Tracker, provenance_tags
+from pipeline.tracking import Tracker, dataset_inputs, provenance_tags
 
 
 @dataclass
@@ -137,7 +138,7 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     start = time.time()
     tracking = p.params.tracking
     with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
-                 enabled=tracking.enabled, on_error=tracking.on_error) as tracker:
+                 enabled=tracking.enabled, on_error=tracking.on_error, datasets=dataset_inputs(sums)) as tracker:
         # the MLflow ids are filled in before the first write: the store opens while the study computes
         prov = {"stage": name, "study": study, "profile": p.params.profile, "git_commit": commit,
                 "git_dirty": dirty, "params_hash": phash, "data_sha256": sums,
@@ -188,11 +189,26 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
             if final.metrics is None:
                 raise TypeError(f"{name}: the family declares metrics but the output has none")
             write_metrics(name, final.metrics)
-        tracker.parent.log_metrics({**final.run_metrics, "stage_seconds": time.time() - start})
+        tracker.parent.log_metrics({**headline(final.metrics), **final.run_metrics,
+                                    "stage_seconds": time.time() - start})
     ctx.log(f"done in {time.time() - start:.1f} s (the study's own code: {study_seconds:.1f} s)")
     _record_timing({"stage": name, "first_line": first_line, "last_line": last_line, "study_seconds": study_seconds,
                     "written": time.time()})
     return final
+
+
+def headline(metrics: Any, prefix: str = "", limit: int = 200) -> dict[str, float]:
+    """The numbers of a stage's published metrics as flat MLflow metric keys (``a.b.c``), so the
+    runs table and chart view compare stages by them; lists and strings stay in the metrics file."""
+    out: dict[str, float] = {}
+    if isinstance(metrics, dict):
+        for key, value in metrics.items():
+            for k, v in headline(value, f"{prefix}{key}.", limit).items():
+                if len(out) < limit:
+                    out[k] = v
+    elif isinstance(metrics, int | float) and metrics == metrics and abs(metrics) != float("inf"):
+        out[prefix.rstrip(".")] = float(metrics)
+    return {re.sub(r"[^\w.\-/ ]", "_", k): v for k, v in out.items()}
 
 
 def _record_timing(record: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ is ``DVC_ROOT`` when DVC sets it, so queued experiments log into the real reposi
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import threading
@@ -28,6 +29,8 @@ from pipeline.provenance import git_state
 MAX_PARAMS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAM_LEN = 6000
+# MLflow 3 opens an experiment on its GenAI overview unless it is marked as model development
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def tracking_uri() -> str:
@@ -56,7 +59,21 @@ def provenance_tags(*, study: str, stage: str, profile: str, params_hash: str,
         "mlflow.source.git.commit": commit,
         "params.hash": params_hash,
         "data.sha256": json.dumps(dict(data_sha256), sort_keys=True),
+        # the runs table's Source column: the DVC stage that ran
+        "mlflow.source.name": stage,
+        "mlflow.source.type": "JOB",
     }
+
+
+def dataset_inputs(data_sha256: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """``{dataset: {digest, source}}`` from ``{'<dataset>/<file>': sha256}``: what a run logs as its
+    MLflow inputs (the UI's Dataset column and lineage). The digest condenses the files' checksums."""
+    files: dict[str, list[str]] = {}
+    for key, sha in sorted(data_sha256.items()):
+        ds, name = key.split("/", 1)
+        files.setdefault(ds, []).append(f"{name}:{sha}")
+    return {ds: {"digest": hashlib.sha256("\n".join(v).encode()).hexdigest()[:16],
+                 "source": json.dumps({"uri": f"artifacts/data/{ds}"})} for ds, v in files.items()}
 
 
 def _param_str(v: Any) -> str:
@@ -135,11 +152,13 @@ class Tracker:
     """
 
     def __init__(self, study: str, stage: str, tags: Mapping[str, str], *, params: Mapping[str, Any]
-                 | None = None, enabled: bool = True, on_error: str = "warn"):
+                 | None = None, enabled: bool = True, on_error: str = "warn",
+                 datasets: Mapping[str, Mapping[str, str]] | None = None):
         self.study = study
         self.stage = stage
         self.tags = dict(tags)
         self.params = dict(params or {})
+        self.datasets = dict(datasets or {})  # see dataset_inputs
         self.enabled = enabled and not tracking_disabled_by_env()
         self.on_error = on_error
         self._client = None
@@ -166,13 +185,27 @@ class Tracker:
                       stacklevel=3)
 
     def _experiment(self) -> str:
+        """The study's experiment, marked as model training so the UI lands on its runs table."""
         exp = self._client.get_experiment_by_name(self.study)
-        if exp is not None:
-            return exp.experiment_id
-        try:
-            return self._client.create_experiment(self.study, artifact_location=artifact_location(self.study))
-        except Exception:  # created concurrently
-            return self._client.get_experiment_by_name(self.study).experiment_id
+        if exp is None:
+            try:
+                return self._client.create_experiment(self.study, artifact_location=artifact_location(self.study),
+                                                      tags=EXPERIMENT_TAGS)
+            except Exception:  # created concurrently
+                exp = self._client.get_experiment_by_name(self.study)
+        for key, value in EXPERIMENT_TAGS.items():
+            if exp.tags.get(key) != value:
+                self._client.set_experiment_tag(exp.experiment_id, key, value)
+        return exp.experiment_id
+
+    def _log_inputs(self, run_id: str | None) -> None:
+        if not self.datasets or run_id is None:
+            return
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        inputs = [DatasetInput(Dataset(name, d["digest"], "local", d["source"]),
+                               [InputTag("mlflow.data.context", "train")]) for name, d in self.datasets.items()]
+        self._call("log_inputs", run_id, datasets=inputs)
 
     def _start(self, name: str, tags: Mapping[str, str], parent_id: str | None) -> str | None:
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
@@ -219,6 +252,7 @@ class Tracker:
             self._fail(error)
         if self.params and self.parent._run_id:
             self.parent.log_params(self.params)
+        self._log_inputs(self.parent._run_id)
 
     def __enter__(self) -> Tracker:
         """Start connecting in the background: importing MLflow and opening a SQL store take seconds
@@ -240,6 +274,7 @@ class Tracker:
         if self.enabled and self._client is not None:
             run_id = self._start(name, {**self.tags, **(tags or {})}, self.parent.run_id)
         run = ChildRun(self, run_id)
+        self._log_inputs(run_id)
         if params:
             run.log_params(params)
         try:

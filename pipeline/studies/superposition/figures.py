@@ -16,6 +16,7 @@ from pipeline.plotting import plt
 from pipeline.studies.superposition.config import SUMMARY, Superposition
 
 HIGHLIGHT = 42  # the seed notebook's seed
+FEW_SEEDS = 10  # up to this many seeds every curve has its colour; beyond, only plateau seeds and seed 42
 
 
 def frame_indices(n_snap: int, frames: int) -> np.ndarray:
@@ -60,8 +61,9 @@ def zoom_window(losses: np.ndarray, seeds: list[int], detected: dict[str, dict],
 
 def loss_curves(curves: dict[str, tuple[list[int], np.ndarray]], detected: dict[str, dict[str, dict]],
                 zoom: list[int], stand_in: str = "") -> plt.Figure:
-    """Log-log loss of every seed per variant; seeds with a detected plateau (and the notebook's seed) in
-    their own colour, their plateaus thick; bottom row a zoom on the longest plateau."""
+    """Log-log loss of every seed per variant; seeds with a detected plateau (and the notebook's seed, and
+    every seed when there are at most ``FEW_SEEDS``) in their own colour, plateaus thick; bottom row a zoom
+    on the longest plateau."""
     variants = list(curves)
     colors = seed_colors([s for v in variants for s in curves[v][0]])
     fig, axes = plt.subplots(2, len(variants), figsize=(6.4 * len(variants), 9.0), squeeze=False)
@@ -72,7 +74,7 @@ def loss_curves(curves: dict[str, tuple[list[int], np.ndarray]], detected: dict[
         for row, ax in enumerate(axes[:, j]):
             for i, s in enumerate(seeds):
                 info = detected[v][str(s)]
-                shown = bool(info["plateaus"]) or s == HIGHLIGHT
+                shown = bool(info["plateaus"]) or s == HIGHLIGHT or len(seeds) <= FEW_SEEDS
                 color, lw, z = (colors[s], 1.2, 4 if s == HIGHLIGHT else 3) if shown else ("0.75", 0.6, 1)
                 ax.plot(epochs, losses[:, i], color=color, lw=lw, zorder=z,
                         label=f"seed {s}" if shown and row == 0 else None)

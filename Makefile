@@ -10,16 +10,17 @@ export PATH := $(BIN):$(PATH)
 export MPLBACKEND := Agg
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-packages lock repro test lint ui bench dag profile
+.PHONY: setup system-packages lock repro test lint ui bench dag profile mlflow-server mlflow-stop
 
 setup: $(STAMP) system-packages
 
-# Debian packages: chromium (static plotly export, gallery test), Fashion-MNIST, the Droid font.
+# Debian packages: chromium (gallery and MLflow UI tests), Fashion-MNIST, the Droid font, PostgreSQL
+# (the team MLflow server).
 # Installed only where apt exists and we run as root; elsewhere install them yourself (README).
 system-packages:
 	@if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
 	  missing=""; \
-	  for p in chromium dataset-fashion-mnist fonts-droid-fallback; do \
+	  for p in chromium dataset-fashion-mnist fonts-droid-fallback postgresql; do \
 	    dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then \
 	    echo "apt-get install$$missing"; \
@@ -79,3 +80,12 @@ ui: setup
 
 bench: setup
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+# A team MLflow: PostgreSQL in .cluster/ (unix socket, peer authentication, no password) and
+# `mlflow server` on 127.0.0.1:$(MLFLOW_PORT); stages log to it with MLFLOW_TRACKING_URI set.
+MLFLOW_PORT ?= 5000
+mlflow-server: setup
+	MLFLOW_PORT=$(MLFLOW_PORT) PY=$(BIN)/python cluster/mlflow-server start
+
+mlflow-stop:
+	MLFLOW_PORT=$(MLFLOW_PORT) cluster/mlflow-server stop

@@ -1,0 +1,87 @@
+"""The team MLflow: real PostgreSQL + real MLflow server, fed by a queue of DVC experiments (-j 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+TINY = {"imprint": {"profiles": {"smoke": {"epochs": 1, "n_train": 2048, "n_test": 512}}}}
+STAGE = "imprint_train@glyph-adam"
+LRS = ("0.002", "0.001", "0.0005", "0.0003")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _post(url: str, path: str, body: dict) -> dict:
+    req = urllib.request.Request(f"{url}/api/2.0/mlflow/{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(req, timeout=30).read())
+
+
+def _get(url: str, path: str) -> dict:
+    return json.loads(urllib.request.urlopen(f"{url}/api/2.0/mlflow/{path}", timeout=30).read())
+
+
+def _traversable(path: Path) -> None:
+    """PostgreSQL runs as the postgres user when the tests run as root: let it reach the copy."""
+    if os.geteuid() != 0:
+        return
+    for parent in (path, *path.parents):
+        if parent == Path("/tmp") or parent == Path("/"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o011)
+
+
+@pytest.mark.cluster
+def test_queue_of_experiments_logs_every_run_once_to_the_team_server(repo_copy):
+    repo_copy.set_params(TINY)
+    _traversable(repo_copy.path)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = repo_copy.env
+    env.update(MLFLOW_PORT=str(port), PY=sys.executable, MLFLOW_TRACKING_URI=url)
+    repo_copy.run("cluster/mlflow-server", "start", timeout=300)
+    try:
+        repo_copy.dvc("repro", "download@mnist")
+        repo_copy.run("git", "add", "-A")
+        repo_copy.run("git", "commit", "-q", "-m", "tiny imprint profile, data in the cache")
+        for lr in LRS:
+            repo_copy.dvc("exp", "run", "--queue", STAGE, "-S", f"imprint.lr={lr}")
+        repo_copy.dvc("queue", "start", "-j", "2")
+        deadline = time.time() + 900
+        while time.time() < deadline:
+            status = repo_copy.dvc("queue", "status").stdout
+            if "Queued" not in status and "Running" not in status:
+                break
+            time.sleep(5)
+        repo_copy.dvc("queue", "stop", "--kill", check=False)
+        assert status.count("Success") == len(LRS), status
+
+        experiment = _get(url, "experiments/get-by-name?experiment_name=imprint")["experiment"]["experiment_id"]
+        runs = _post(url, "runs/search", {"experiment_ids": [experiment], "max_results": 1000})["runs"]
+        tags = [{t["key"]: t["value"] for t in r["data"]["tags"]} for r in runs]
+        parents = [(r, t) for r, t in zip(runs, tags) if t.get("mlflow.runName") == STAGE]
+        children = [(r, t) for r, t in zip(runs, tags) if "mlflow.parentRunId" in t]
+        # one stage run per experiment, each with exactly one child, all finished
+        assert len(parents) == len(LRS) and len({t["dvc.exp_name"] for _, t in parents}) == len(LRS)
+        assert sorted(t["mlflow.parentRunId"] for _, t in children) == sorted(r["info"]["run_id"] for r, _ in parents)
+        assert {r["info"]["status"] for r in runs} == {"FINISHED"}
+        assert {p["value"] for r, _ in parents for p in r["data"]["params"] if p["key"] == "lr"} == set(LRS)
+        for run, _ in children:  # no lost metric: the whole test-accuracy curve of every run
+            hist = _get(url, f"metrics/get-history?run_id={run['info']['run_id']}&metric_key=test_acc")
+            assert len(hist["metrics"]) == TINY["imprint"]["profiles"]["smoke"]["epochs"] + 1
+        log = (repo_copy.path / ".cluster/mlflow.log").read_text()
+        assert "database is locked" not in log and "Traceback" not in log, log[-3000:]
+    finally:
+        repo_copy.run("cluster/mlflow-server", "stop", check=False)

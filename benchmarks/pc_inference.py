@@ -1,19 +1,25 @@
-"""PC inference throughput: R runs stacked on the run axis vs the same R runs one after another.
+"""PC inference throughput: the layer-batched engine vs the whole-tensor formulas, R runs stacked vs one by one.
 
-    python benchmarks/pc_inference.py [--runs 9 --N 128 --H 8 --B 64 --T 50 --threads 1 --device auto]
+    taskset -c 1 .venv/bin/python benchmarks/pc_inference.py [--runs 9 --N 128 --H 8 --B 64 --T 50]
 
-Prints inference steps per second (summed over runs) for both and their ratio (stacked / sequential).
+Prints inference steps per second (summed over runs; each T-step inference includes its feed-forward
+initialisation) for ``PCEngine`` and ``energy.feedforward`` + ``energy.infer``,
+stacked and sequential, and their ratios, from one process (best of ``--repeats`` interleaved rounds).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from pipeline.studies.mupc.energy import InferenceConfig, infer
-from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pipeline.studies.mupc.energy import InferenceConfig, PCEngine, infer
+from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights
 
 
 def sync(device: str) -> None:
@@ -44,32 +50,46 @@ def main() -> None:
     cfg = InferenceConfig(steps=a.T)
     with torch.no_grad():
         z0, _ = feedforward(spec, w, x)
-        singles = [(type(w)(*(t[r:r + 1] for t in w.tensors())), x[r:r + 1], y[r:r + 1], z0[r:r + 1], lr[r:r + 1])
+        singles = [(Weights(*(t[r:r + 1] for t in w.tensors())), x[r:r + 1], y[r:r + 1], z0[r:r + 1], lr[r:r + 1])
                    for r in range(R)]
 
-        def stacked() -> None:
-            infer(spec, w, x, y, z0, lr, cfg)
+        def engine(k: int) -> PCEngine:
+            return PCEngine(spec, k, a.B, cfg, device=device)
 
-        def sequential() -> None:
-            for wr, xr, yr, zr, lrr in singles:
-                infer(spec, wr, xr, yr, zr, lrr, cfg)
+        stacked_engine = engine(R)
+        stacked_engine.bind(w)
+        single_engines = []
+        for wr, *_ in singles:
+            e = engine(1)
+            e.bind(wr)
+            single_engines.append(e)
 
-        times = {}
-        for name, fn in (("stacked", stacked), ("sequential", sequential)):
+        fns = {
+            "engine stacked": lambda: (stacked_engine.feedforward(x, y), stacked_engine.infer(y, lr)),
+            "engine sequential": lambda: [(e.feedforward(xr, yr), e.infer(yr, lrr))
+                                          for e, (_, xr, yr, _, lrr) in zip(single_engines, singles)],
+            "formulas stacked": lambda: infer(spec, w, x, y, feedforward(spec, w, x)[0], lr, cfg),
+            "formulas sequential": lambda: [infer(spec, wr, xr, yr, feedforward(spec, wr, xr)[0], lrr, cfg)
+                                            for wr, xr, yr, _, lrr in singles],
+        }
+        times = {k: float("inf") for k in fns}
+        for fn in fns.values():
             fn()  # warm-up
-            sync(device)
-            best = float("inf")
-            for _ in range(a.repeats):
+        for _ in range(a.repeats):
+            for name, fn in fns.items():
+                sync(device)
                 t = time.perf_counter()
                 fn()
                 sync(device)
-                best = min(best, time.perf_counter() - t)
-            times[name] = best
+                times[name] = min(times[name], time.perf_counter() - t)
     steps = R * a.T
     print(f"device={device} threads={a.threads} R={R} N={a.N} H={a.H} B={a.B} T={a.T}")
     for name, t in times.items():
-        print(f"{name:>10}: {steps / t:10.1f} inference steps/s ({t * 1e3 / a.T:.3f} ms per stacked step)")
-    print(f"ratio stacked/sequential: {times['sequential'] / times['stacked']:.2f}x")
+        print(f"{name:>20}: {steps / t:10.1f} inference steps/s")
+    print(f"engine / formulas: stacked {times['formulas stacked'] / times['engine stacked']:.2f}x, sequential "
+          f"{times['formulas sequential'] / times['engine sequential']:.2f}x; stacked / sequential: engine "
+          f"{times['engine sequential'] / times['engine stacked']:.2f}x, formulas "
+          f"{times['formulas sequential'] / times['formulas stacked']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,65 +1,195 @@
-"""PC training throughput (the sweep trainer): R runs trained as one stacked group vs one by one.
+"""PC training throughput of the sweep trainer against the matrix-product peak of the same shapes.
 
-    python benchmarks/pc_training.py [--runs 9 --N 128 --H 8 --T 8 --iters 16 --threads 1 --device auto]
+    taskset -c 1 .venv/bin/python benchmarks/pc_training.py          # the issue's three settings
+    taskset -c 1 .venv/bin/python benchmarks/pc_training.py --sizes 128:8 --iters 32
 
-Uses synthetic MNIST-shaped data (784 inputs, 10 classes) so it needs no download; evaluation every
-``iters`` iterations on 1,024 test images. Prints training iterations per second (summed over runs)
-for both and their ratio.
+One process, one thread, pinned by the caller. Per setting (μPC, ReLU, skips, B = 64, T = 8,
+float32, a 1,024-image evaluation every 16 iterations; synthetic MNIST-shaped data, so no download):
+
+* ``sequential``: 9 runs trained one after another by ``train_group`` (one run per group);
+* ``stacked``: the same 9 runs as one stacked group;
+* ``auto``: the runs per stack that the trainer's layout probe (``trainer.stack_layout``) picks here;
+* ``previous``: one run through the per-function path the trainer used before the layer-batched
+  engine (``feedforward``/``infer``/``errors``/``weight_grads``/``Adam``), for the side-by-side ratio;
+* ``peak``: the iteration's matrix products alone, with the iteration's shapes and batch counts
+  (``bmm`` over [layers × runs]), replayed without any element-wise work.
+
+Useful FLOPs per iteration (matrix products only; W₁x once per batch): feed-forward
+``2B(784N + (H−1)N² + 10N)``, each of the T inference steps ``2B(2(H−1)N² + 2·10N)``, the final
+errors ``2B((H−1)N² + 10N)``, the weight gradients (≈ feed-forward) and the evaluation share
+(1,024 images / 16 iterations = one feed-forward of 64). The engine skips the first step's hidden
+predictions (exact zeros at the feed-forward point), so it executes fewer FLOPs than counted; the
+"executed" column says how many. Timings are the best of ``--repeats`` interleaved rounds, so
+load from other processes on the core hits every column alike.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
+from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pipeline.studies.mupc.training.trainer as tr
+from pipeline.studies.mupc.energy import Adam, InferenceConfig, errors, infer, weight_grads
+from pipeline.studies.mupc.model import Weights, feedforward, init_weights
 from pipeline.studies.mupc.runs import RunConfig
-from pipeline.studies.mupc.training.trainer import DataSet, train_group
+
+D, DY, B, T, EVAL_N, EVAL_EVERY, RUNS = 784, 10, 64, 8, 1024, 16, 9
+
+
+def flops(N: int, H: int) -> tuple[float, float]:
+    """(useful, executed) matrix-product FLOPs of one training iteration of one run."""
+    ffwd = 2 * B * (D * N + (H - 1) * N * N + DY * N)
+    pred = 2 * B * ((H - 1) * N * N + DY * N)
+    step = 2 * pred
+    useful = ffwd + T * step + pred + ffwd + ffwd * (EVAL_N / EVAL_EVERY) / B
+    executed = useful - 2 * B * 2 * (H - 1) * N * N  # first step: no hidden predictions, no hidden Jᵀε
+    return useful, executed
+
+
+def make_runs(N: int, H: int, iters: int) -> list[RunConfig]:
+    lrs = [1.0, 0.5, 0.1]
+    return [RunConfig(dataset="mnist", N=N, H=H, act="relu", param="mupc", init="standard_gauss", skips=True,
+                      seed=i // len(lrs), epochs=1, test_every=EVAL_EVERY, param_lr=0.01, T=T,
+                      act_lr=lrs[i % len(lrs)]) for i in range(RUNS)]
+
+
+def make_data(iters: int) -> tr.DataSet:
+    g = torch.Generator().manual_seed(0)
+    n_train = B * iters
+    x = torch.randn(n_train + EVAL_N, D, generator=g)
+    y = torch.nn.functional.one_hot(torch.randint(0, DY, (n_train + EVAL_N,), generator=g), DY).float()
+    return tr.DataSet(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
+
+
+def previous_engine(rc: RunConfig, data: tr.DataSet) -> None:
+    """The trainer's PC loop before the layer-batched engine (per-function, out of place)."""
+    spec = tr.net_spec(rc)
+    orders = tr.batch_orders(rc.seed, len(data.y_train), B, 1).unsqueeze(1)
+    w = init_weights(spec, [rc.seed])
+    opt = Adam(w.tensors(), torch.tensor([rc.param_lr]))
+    cfg = InferenceConfig(steps=T)
+    lr = torch.tensor([rc.act_lr])
+    with torch.no_grad():
+        for i in range(orders.shape[0]):
+            x, y = data.x_train[orders[i]], data.y_train[orders[i]]
+            z0, _ = feedforward(spec, w, x)
+            z = infer(spec, w, x, y, z0, lr, cfg).z
+            eps, eps_out = errors(spec, w, x, y, z)
+            w = Weights(*opt.step(w.tensors(), weight_grads(spec, w, x, z, eps, eps_out).tensors()))
+            if (i + 1) % EVAL_EVERY == 0:
+                tr.evaluate(spec, w, data, half_mse=True)
+
+
+def matmul_replay(N: int, H: int, R: int, iters: int) -> callable:
+    """The iteration's matrix products alone (same shapes, batch counts, transposes), ``iters`` times."""
+    g = torch.Generator().manual_seed(1)
+
+    def r(*s: int) -> torch.Tensor:
+        return torch.randn(*s, generator=g)
+
+    x, w_in, y = r(R, B, D), r(R, N, D), r(R, B, DY)
+    hid, w_out = r((H - 1) * R, N, N), r(R, DY, N)
+    a, o = r(H * R, B, N), r(H * R, B, N)
+    lo, hi = a[:(H - 1) * R], o[R:]
+    mu1, eps_out, g_in, g_hid, g_out = r(R, B, N), r(R, B, DY), r(R, N, D), r((H - 1) * R, N, N), r(R, DY, N)
+    xe = r(EVAL_N, D)
+
+    def one_iteration(i: int) -> None:
+        mu1.baddbmm_(x, w_in.transpose(1, 2), beta=0.0)
+        for ell in range(H - 1):  # feed-forward, layer by layer
+            w = hid[ell * R:(ell + 1) * R].transpose(1, 2)
+            o[(ell + 1) * R:(ell + 2) * R].baddbmm_(a[ell * R:(ell + 1) * R], w)
+        torch.baddbmm(y, a[-R:], w_out.transpose(1, 2), out=eps_out)
+        for t in range(T + 1):  # T steps (the first without hidden products) and the final errors
+            if t > 0:
+                hi.baddbmm_(lo, hid.transpose(1, 2))
+            torch.baddbmm(y, a[-R:], w_out.transpose(1, 2), out=eps_out)
+            if 0 < t < T:
+                torch.bmm(hi, hid, out=lo)
+            if t < T:
+                a[-R:].baddbmm_(eps_out, w_out, beta=0.0)
+        g_in.baddbmm_(a[:R].transpose(1, 2), x, beta=0.0)
+        g_hid.baddbmm_(hi.transpose(1, 2), lo, beta=0.0)
+        g_out.baddbmm_(eps_out.transpose(1, 2), a[-R:], beta=0.0)
+        if (i + 1) % EVAL_EVERY == 0:  # evaluation: one feed-forward of 1,024 images per run
+            z = torch.matmul(xe, w_in.reshape(R * N, D).T).view(EVAL_N, R, N).transpose(0, 1)
+            for ell in range(H - 1):
+                z = torch.baddbmm(z, z, hid[ell * R:(ell + 1) * R].transpose(1, 2))
+            torch.bmm(z, w_out.transpose(1, 2))
+
+    def run() -> None:
+        for i in range(iters):
+            one_iteration(i)
+
+    return run
+
+
+def best_time(fn: callable, best: dict[str, float], key: str) -> None:
+    t = time.perf_counter()
+    fn()
+    best[key] = min(best.get(key, float("inf")), time.perf_counter() - t)
+
+
+def bench(N: int, H: int, iters: int, repeats: int) -> dict[str, float]:
+    runs, data = make_runs(N, H, iters), make_data(iters)
+    tr.NO_LEARNING_ACC = -1.0  # random labels: keep every run going for the whole timing
+    fns = {
+        "sequential": lambda: tr.train_group(runs, data, "cpu", layout="sequential"),
+        "stacked": lambda: tr.train_group(runs, data, "cpu", layout="stacked"),
+        "previous": lambda: previous_engine(runs[0], data),
+        "peak1": matmul_replay(N, H, 1, iters),
+        "peak9": matmul_replay(N, H, RUNS, iters),
+    }
+    fns["previous"]()  # warm-up
+    tr.train_group(runs[:1], data, "cpu")
+    auto = tr.train_group(runs, data, "cpu")[0].extra["stack_layout"]
+    best: dict[str, float] = {}
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            best_time(fn, best, key)
+    useful, executed = flops(N, H)
+    n_seq = RUNS * iters
+    out = {"N": N, "H": H, "useful_gflop": useful / 1e9, "executed_gflop": executed / 1e9,
+           "seq_its": n_seq / best["sequential"], "stacked_its": n_seq / best["stacked"],
+           "previous_its": iters / best["previous"],
+           "peak1": useful * iters / best["peak1"] / 1e9 * (executed / useful),
+           "peak9": RUNS * useful * iters / best["peak9"] / 1e9 * (executed / useful),
+           "auto": auto["runs_per_stack"]}
+    return out
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=9)
-    ap.add_argument("--N", type=int, default=128)
-    ap.add_argument("--H", type=int, default=8)
-    ap.add_argument("--T", type=int, default=8)
-    ap.add_argument("--iters", type=int, default=16)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--device", default="auto")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", nargs="+", default=["128:8", "128:32", "16:8"], help="N:H settings")
+    ap.add_argument("--iters", type=int, default=16, help="training iterations per run (one evaluation per 16)")
+    ap.add_argument("--repeats", type=int, default=3)
     a = ap.parse_args()
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if a.device == "auto" else a.device
-    torch.set_num_threads(a.threads)
-    g = torch.Generator().manual_seed(0)
-    n_train, n_test = 64 * a.iters, 1024
-    x = torch.randn(n_train + n_test, 784, generator=g)
-    y = torch.nn.functional.one_hot(torch.randint(0, 10, (n_train + n_test,), generator=g), 10).float()
-    data = DataSet(x[:n_train].to(device), y[:n_train].to(device), x[n_train:].to(device), y[n_train:].to(device))
-    lrs = [1.0, 0.5, 0.1]
-    runs = [RunConfig(dataset="mnist", N=a.N, H=a.H, act="relu", param="mupc", init="standard_gauss", skips=True,
-                      seed=i // len(lrs), epochs=1, test_every=a.iters, param_lr=0.1, T=a.T, act_lr=lrs[i % len(lrs)])
-            for i in range(a.runs)]
-    # no-learning stop would end random-label runs early: keep them going by timing raw iterations
-    import pipeline.studies.mupc.training.trainer as tr
-
-    tr.NO_LEARNING_ACC = -1.0
-    train_group(runs[:1], data, device)  # warm-up
-    t = time.perf_counter()
-    train_group(runs, data, device)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    t_stacked = time.perf_counter() - t
-    t = time.perf_counter()
-    for rc in runs:
-        train_group([rc], data, device)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    t_seq = time.perf_counter() - t
-    total = a.runs * a.iters
-    print(f"device={device} threads={a.threads} R={a.runs} N={a.N} H={a.H} T={a.T} iterations/run={a.iters}")
-    print(f"   stacked: {total / t_stacked:8.2f} training iterations/s")
-    print(f"sequential: {total / t_seq:8.2f} training iterations/s")
-    print(f"ratio stacked/sequential: {t_seq / t_stacked:.2f}x")
+    torch.set_num_threads(1)
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
+    print(f"torch {torch.__version__}, 1 thread, CPU affinity {cpus}; μPC ReLU skips, B={B}, T={T}, float32, "
+          f"eval {EVAL_N} images / {EVAL_EVERY} its; {RUNS} runs; best of {a.repeats} interleaved rounds")
+    print("it/s: sequential and previous = per run; stacked = summed over the 9 runs. GF/s = useful GFLOP/s "
+          "by the count above; peak = the same iteration's matrix products alone (executed FLOPs / time)")
+    hdr = (f"{'N':>4} {'H':>3} {'GFLOP/it':>9} {'exec':>6} | {'previous':>8} {'seq it/s':>8} {'GF/s':>6} "
+           f"{'peak':>5} {'%':>4} | {'stack it/s':>10} {'GF/s':>6} {'peak':>5} {'%':>4} | "
+           f"{'seq/prev':>8} {'stack/seq':>9} {'auto':>4}")
+    print(hdr)
+    for size in a.sizes:
+        N, H = (int(v) for v in size.split(":"))
+        r = bench(N, H, a.iters, a.repeats)
+        g_seq, g_st = r["seq_its"] * r["useful_gflop"], r["stacked_its"] * r["useful_gflop"]
+        print(f"{N:>4} {H:>3} {r['useful_gflop']:>9.4f} {r['executed_gflop']:>6.3f} | {r['previous_its']:>8.1f} "
+              f"{r['seq_its']:>8.1f} {g_seq:>6.1f} {r['peak1']:>5.1f} {100 * g_seq / r['peak1']:>4.0f} | "
+              f"{r['stacked_its']:>10.1f} {g_st:>6.1f} {r['peak9']:>5.1f} {100 * g_st / r['peak9']:>4.0f} | "
+              f"{r['seq_its'] / r['previous_its']:>7.2f}x {r['stacked_its'] / r['seq_its']:>8.2f}x {r['auto']:>4}",
+              flush=True)
 
 
 if __name__ == "__main__":

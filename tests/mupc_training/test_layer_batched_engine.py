@@ -184,23 +184,27 @@ def test_untouched_layers_keep_exactly_zero_errors():
     assert eng.E[-1].abs().max() > 0
 
 
-def test_in_place_adam_equals_adam_and_floor_is_exact():
-    """In place, per-run lr views, the √v̂ floor: the numbers of :class:`Adam` to the last bits."""
+@pytest.mark.parametrize("fused", [False, True])
+def test_in_place_adam_equals_adam_and_floor_is_exact(fused):
+    """In place, per-run lrs, layer-major hidden weights, the √v̂ floor: the numbers of :class:`Adam`
+    (eager: to the last bits; fused kernel: to float round-off)."""
     g = torch.Generator().manual_seed(5)
     for dtype in (torch.float32, F64):
-        p = torch.randn(3, 4, 5, generator=g, dtype=dtype)
-        lr = torch.tensor([0.1, 0.01, 0.001], dtype=dtype)
-        ref, new = Adam([p], lr), InPlaceAdam([p.clone()], [lr.view(3, 1, 1)])
-        q = p.clone()
+        lrs = [0.1, 0.01, 0.001]
+        ps = [torch.randn(3, 4, 5, generator=g, dtype=dtype), torch.randn(2, 3, 4, 4, generator=g, dtype=dtype)]
+        ref = Adam([ps[0].clone(), ps[1].transpose(0, 1).clone()], torch.tensor(lrs, dtype=dtype))
+        new = InPlaceAdam([p.clone() for p in ps], lrs, (0, 1), fused=fused)
+        q = [ps[0].clone(), ps[1].transpose(0, 1).clone()]
         for k in range(4):
-            grad = torch.randn(p.shape, generator=g, dtype=dtype)
-            grad[0] = 0.0  # exact zeros (v = 0) and tiny values go through the floor
-            grad[1, 0] = 1e-30 if dtype == F64 else 1e-20
-            (q,) = ref.step([q], [grad])
-            new.step([grad.clone()])
-            tol = 4 * torch.finfo(dtype).eps  # p − lr·u vs one fused multiply-add
-            assert torch.allclose(new.params[0], q, rtol=tol, atol=tol), (dtype, k)
-            assert torch.equal(new.params[0][0], q[0])  # zero gradients: no step in either
+            grads = [torch.randn(p.shape, generator=g, dtype=dtype) for p in ps]
+            grads[0][0] = 0.0  # exact zeros (v = 0) and tiny values go through the floor
+            grads[0][1, 0] = 1e-30 if dtype == F64 else 1e-20
+            q = ref.step(q, [grads[0], grads[1].transpose(0, 1)])
+            new.step([t.clone() for t in grads])
+            tol = 8 * torch.finfo(dtype).eps  # p − lr·u vs one fused multiply-add
+            assert torch.allclose(new.params[0], q[0], rtol=tol, atol=tol), (dtype, k)
+            assert torch.allclose(new.params[1].transpose(0, 1), q[1], rtol=tol, atol=tol), (dtype, k)
+            assert torch.equal(new.params[0][0], q[0][0])  # zero gradients: no step in either
         e = torch.tensor(1e-8, dtype=dtype)
         assert torch.tensor(sqrt_floor(dtype, 1e-8), dtype=dtype).sqrt() + e == e
 

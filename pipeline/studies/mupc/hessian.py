@@ -31,7 +31,7 @@ from pipeline.studies.mupc.model import Multipliers, NetSpec, Weights, ddphi, dp
 
 # ARPACK's relative tolerance for the extremes. Measured against dense eigvalsh (N = 128, H = 32/64 and
 # N = H = 64; sp-orthogonal linear/tanh without skips, μPC linear/relu with skips, sp relu): 1e-6 keeps the
-# extremes within 2.5e-11 relative (Ritz values converge quadratically in the residual); 1e-4 lets λ_max
+# extremes within 3.4e-11 relative (Ritz values converge quadratically in the residual); 1e-4 lets λ_max
 # drift by up to 8e-6; 1e-10 costs 1.4–2.7× the time of 1e-6 and stalled for minutes on a CUDA run
 # (S4, H = 64, linear, orthogonal, no skips) that 1e-6 finished in 0.25 s.
 LANCZOS_TOL = 1e-6
@@ -150,7 +150,7 @@ def matvec_op(b: Blocks) -> spla.LinearOperator:
     up = b.upper.detach().cpu().numpy()
     H, N = b.H, b.N
 
-    def mv(v: np.ndarray) -> np.ndarray:
+    def mv(v: np.ndarray) -> np.ndarray:  # memory-bound (3 reads of N²H doubles); einsum beat np.matmul and torch.bmm
         vb = np.asarray(v, dtype=np.float64).reshape(H, N)
         out = np.einsum("lij,lj->li", d, vb)
         if H > 1:

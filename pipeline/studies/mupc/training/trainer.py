@@ -96,11 +96,13 @@ def batch_orders(seed: int, n: int, batch_size: int, epochs: int) -> torch.Tenso
 
 def predict(spec: NetSpec, w: Weights, x: torch.Tensor) -> torch.Tensor:
     """Feed-forward output ŷ [R, B, d_y] without keeping the activities (evaluation)."""
-    m = multipliers(spec)
-    xr = x.unsqueeze(0).expand(w.runs, *x.shape) if x.dim() == 2 else x
-    z = m.a_in * torch.matmul(xr, w.w_in.transpose(-1, -2))
+    m, R, N = multipliers(spec), w.runs, spec.N
+    if x.dim() == 2:  # shared inputs: all runs' first layers as one product [n, R·N]
+        z = (m.a_in * (x @ w.w_in.reshape(R * N, -1).T)).view(len(x), R, N).transpose(0, 1)
+    else:
+        z = m.a_in * torch.matmul(x, w.w_in.transpose(-1, -2))
     for ell in range(spec.H - 1):
-        z = m.a_hid * torch.matmul(phi(spec.act, z), w.w_hid[:, ell].transpose(-1, -2)) + m.s * z
+        z = torch.baddbmm(z, phi(spec.act, z), w.w_hid[:, ell].transpose(-1, -2), beta=m.s, alpha=m.a_hid)
     return m.a_out * torch.matmul(phi(spec.act, z), w.w_out.transpose(-1, -2))
 
 
@@ -250,12 +252,13 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     run_dims = (0, 1, 0)
     w = Weights(store[0], store[1].transpose(0, 1), store[2])
     act_lr = torch.tensor([rc.act_lr for rc in runs], dtype=dtype, device=device)
-    p_lr = torch.tensor([rc.param_lr for rc in runs], dtype=dtype, device=device)
-    opt = InPlaceAdam(store, [p_lr.view(R, 1, 1), p_lr.view(1, R, 1, 1), p_lr.view(R, 1, 1)])
+    opt = InPlaceAdam(store, [rc.param_lr for rc in runs], run_dims)
     grads = [torch.empty_like(t) for t in store]
     inf_cfg = InferenceConfig(steps=rc0.T, optim=rc0.act_optim, activity_decay=rc0.activity_decay)
     terms = EnergyTerms(rc0.activity_decay, rc0.weight_decay, rc0.spectral_penalty)
     regularised = bool(terms.weight_decay or terms.spectral_penalty)
+    x_buf = torch.empty(R * B, data.x_train.shape[1], dtype=data.x_train.dtype, device=device)
+    y_buf = torch.empty(R * B, data.y_train.shape[1], dtype=data.y_train.dtype, device=device)
     engine = PCEngine(spec, R, B, inf_cfg, dtype=dtype, device=device)
     engine.bind(w)
     hess = rc0.metrics == "hessian"
@@ -266,8 +269,9 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
         for i in range(n_iters):
             k = i + 1
             idx = orders[i]  # [R, B]
-            x = data.x_train.index_select(0, idx.view(-1)).view(R, B, -1)
-            y = data.y_train.index_select(0, idx.view(-1)).view(R, B, -1)
+            torch.index_select(data.x_train, 0, idx.view(-1), out=x_buf)  # preallocated: no page faults
+            torch.index_select(data.y_train, 0, idx.view(-1), out=y_buf)
+            x, y = x_buf.view(R, B, -1), y_buf.view(R, B, -1)
             losses[i] = engine.feedforward(x, y)
             if hess and i == 0:  # row 0: feed-forward activities, initial weights
                 act_idx = np.flatnonzero(book.active)

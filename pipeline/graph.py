@@ -159,17 +159,19 @@ def family_stage(study: Study, fam: Family, cfg: Any, params: Params) -> dict[st
         do["params"] = plist
     if fam.kind == "render":
         do["outs"] = [{rel(figures_dir(study.name) / "${key}"): {"persist": True}},
-                      {rel(sidecar_path(study.name, "${key}")): {"cache": False, "persist": True}}]
+                      {rel(sidecar_path(study.name, "${key}")): {"persist": True}}]
     else:
         do["outs"] = [{rel(study_dir(study.name, fam.kind, "${key}")): {"persist": True}}]
     if fam.metrics:
-        do["metrics"] = [{rel(metrics_path(stage_name(study.name, fam.kind, "${key}"))): {"cache": False,
-                                                                                          "persist": True}}]
+        do["metrics"] = [{rel(metrics_path(stage_name(study.name, fam.kind, "${key}"))): {"persist": True}}]
     return {"foreach": items, "do": do}  # a mapping, so that `${key}` is the unit
 
 
 def stages(params: Params) -> dict[str, Any]:
-    """The ``stages:`` mapping of ``dvc.yaml`` for the active profile."""
+    """The ``stages:`` mapping of ``dvc.yaml`` for the active profile.
+
+    Every output is cached, so ``dvc push`` / ``dvc pull`` move all of them (figures, sidecars,
+    metrics, ledger, gallery) between machines and a pulled clone is up to date without a rerun."""
     out: dict[str, Any] = {}
     datasets: set[str] = set()
     sidecars: list[str] = []
@@ -203,10 +205,10 @@ def stages(params: Params) -> dict[str, Any]:
         ledger = [rel(claims.ledger_path())]
         out["claims"] = {"cmd": f"python -m stages.claims --profile {params.profile}", "deps": claims_code(studies)
                          + [rel(metrics_path(s)) for s in claims.read_stages(params)],
-                         "outs": [{ledger[0]: {"cache": False}}]}
+                         "outs": [ledger[0]]}
     report_code = code_deps("stages.report", *(study_package(s) for s in studies))
     out["report"] = {"cmd": "python -m stages.report", "deps": report_code + ledger + sidecars,
-                     "outs": [{"reports/index.html": {"cache": False}}, {"reports/manifest.json": {"cache": False}}]}
+                     "outs": ["reports/index.html", "reports/manifest.json"]}
     return out
 
 

@@ -159,6 +159,8 @@ class Context:
     own: Callable[[str], Any]  # a file of this unit's (resumable) folder, None when absent
     log: Callable[[str], None] = print
     progress: Callable[..., Iterable[Any]] = field(default=lambda iterable, **_: iterable)
+    mapper: Callable[..., Iterator[tuple[int, Any]]] = field(
+        default=lambda fn, items, **_: ((i, fn(item)) for i, item in enumerate(items)))
 
     def read(self, kind: str, unit: str, name: str) -> Any:
         """A file another unit of this study wrote (``.json`` → object, ``.npz`` → arrays)."""
@@ -169,6 +171,13 @@ class Context:
         """``iterable`` with a progress bar (epochs, runs of a sweep, cells of an analysis): done / total,
         rate and ETA; one line per update when the output is not a terminal (DVC pipes it)."""
         return self.progress(iterable, total=total, desc=desc, unit=unit)
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0
+            ) -> Iterator[tuple[int, Any]]:
+        """``(index, fn(item))`` for every item, as the tasks finish: in this process, or as Ray tasks
+        (``TRAINSCAPE_EXECUTOR=ray``); ``fn`` must be a module-level function, ``gpus`` what a task
+        needs. Results are the same either way; only where (and in which order) they are computed differs."""
+        return self.mapper(fn, items, gpus=gpus)
 
     def previous(self, name: str) -> Any:
         """A file this unit wrote on an earlier, maybe interrupted, run (resumable families)."""

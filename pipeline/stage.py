@@ -25,6 +25,7 @@ from tqdm import tqdm
 from pipeline import registry
 from pipeline.config import ConfigError, Params, flatten, load_params, params_hash
 from pipeline.contract import Context, Family, Output, Study
+from pipeline.executor import executor_name, mapper
 from pipeline.paths import stage_name, study_dir
 from pipeline.provenance import data_checksums, git_state
 from pipeline.records import read_file, write_metrics, write_part, write_unit
@@ -41,6 +42,7 @@ class Prepared:
     cfg: Any
     unit: str
     fn: Callable[[Context, str], Any]
+    executor: str = "local"
 
     @property
     def stage(self) -> str:
@@ -65,7 +67,7 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
         raise ConfigError(f"params.yaml: {study_name} has no {kind} unit {unit!r} under profile "
                           f"{params.profile!r}; allowed: {units}")
     fn = getattr(importlib.import_module(family.entry), kind)
-    return Prepared(params, study, family, cfg, unit, fn)
+    return Prepared(params, study, family, cfg, unit, fn, executor_name())
 
 
 def device() -> str:
@@ -156,7 +158,8 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
 
         ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=p.cfg, device=device(),
                       stage=name, provenance=prov, reader=_reader(study), own=own,
-                      log=lambda msg: print(f"[{name}] {msg}", flush=True), progress=_progress(name))
+                      log=lambda msg: print(f"[{name}] {msg}", flush=True), progress=_progress(name),
+                      mapper=mapper(p.executor))
         first_line = time.time()
         computing = time.perf_counter()
         result = p.fn(ctx, unit)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from pipeline.contract import Context, Output, Run
+from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.sweeps import (
     ARRAYS_FILE,
@@ -71,6 +73,39 @@ def run_output(unit: str, res: RunResult, extra: dict[str, Any], every: int) -> 
                   runs=[child_run(unit, res, extra, every)])
 
 
+@dataclass(frozen=True)
+class GroupTask:
+    """One stacked group of a sweep and what training it needs: a picklable unit of work."""
+
+    runs: tuple[RunConfig, ...]
+    n_train: int | None
+    n_test: int | None
+    device: str
+    dtype: str
+    hessian_dense_max_n: int
+    threads: int
+    allow_tf32: bool = False
+
+
+_DATA: dict[tuple[Any, ...], DataSet] = {}  # per process: the datasets its groups have loaded
+
+
+def train_task(task: GroupTask) -> tuple[list[RunResult], float]:
+    """Train one group (wherever it runs: this process or a Ray worker); its results and seconds."""
+    t0 = time.time()
+    if task.device.startswith("cpu"):
+        torch.set_num_threads(task.threads)
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = task.allow_tf32
+        torch.backends.cudnn.allow_tf32 = task.allow_tf32
+    ds = task.runs[0].dataset
+    key = (ds, task.n_train, task.n_test, task.device, task.dtype)
+    if key not in _DATA:
+        _DATA[key] = load_dataset(ds, task.n_train, task.n_test, task.device, DTYPES[task.dtype])
+    results = train_group(list(task.runs), _DATA[key], task.device, DTYPES[task.dtype], task.hessian_dense_max_n)
+    return results, time.time() - t0
+
+
 def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     """Train every unfinished run of sweep ``unit``; yields each run, returns the sweep's index."""
     t0 = time.time()
@@ -81,7 +116,6 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     elif torch.cuda.is_available():
         torch.backends.cuda.matmul.allow_tf32 = cfg.allow_tf32
         torch.backends.cudnn.allow_tf32 = cfg.allow_tf32
-    dtype = DTYPES[cfg.dtype]
     settings = {"data": {"n_train": cfg.data.n_train, "n_test": cfg.data.n_test}, "dtype": cfg.dtype,
                 "allow_tf32": cfg.allow_tf32}
     runs = expand(cfg, unit)
@@ -91,20 +125,20 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
             f"on {device}")
     base = {**settings, "device": str(device), "git_commit": ctx.provenance["git_commit"],
             "data_sha256": ctx.provenance["data_sha256"], "profile": ctx.profile}
-    cache: dict[str, DataSet] = {}
+    _DATA.clear()  # a stage loads its data afresh (Ray workers keep theirs for the groups they train)
+    tasks = [GroupTask(tuple(group), cfg.data.n_train, cfg.data.n_test, str(device), cfg.dtype,
+                       cfg.hessian_dense_max_n, cfg.threads, cfg.allow_tf32) for group in groups]
     trained: list[str] = []
-    for gi, group in enumerate(groups):
-        ds = group[0].dataset
-        if ds not in cache:
-            cache[ds] = load_dataset(ds, cfg.data.n_train, cfg.data.n_test, device, dtype)
-        tg = time.time()
-        results = train_group(group, cache[ds], device, dtype, cfg.hessian_dense_max_n)
+    # each stacked group is one task: in this process, or a Ray task (TRAINSCAPE_EXECUTOR=ray)
+    finished = ctx.map(train_task, tasks, gpus=0 if str(device).startswith("cpu") else 1)
+    for gi, (results, seconds) in ctx.track(finished, total=len(tasks), desc="stacked groups", unit="group"):
+        group = groups[gi]
         for res in results:
             trained.append(res.rc.hash())
             yield run_output(unit, res, {**base, "stop_iter": res.stop_iter, **res.extra}, cfg.train_loss_log_every)
         st = Counter(r.status for r in results)
         ctx.log(f"group {gi + 1}/{len(groups)}: {len(group)} runs N={group[0].N} H={group[0].H} {group[0].act} "
-                f"{group[0].dataset} in {time.time() - tg:.1f} s; {dict(st)}")
+                f"{group[0].dataset} in {seconds:.1f} s; {dict(st)}")
     records = {rc.hash(): ctx.previous(f"{run_part(rc)}/{CONFIG_FILE}") for rc in runs}
     statuses = Counter(rec["status"] if rec else "missing" for rec in records.values())
     summary = {"n_runs": len(runs), "n_trained": len(trained), "n_skipped": len(runs) - len(todo),

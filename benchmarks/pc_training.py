@@ -10,7 +10,8 @@ float32, a 1,024-image evaluation every 16 iterations; synthetic MNIST-shaped da
 * ``stacked``: the same 9 runs as one stacked group;
 * ``auto``: the runs per stack that the trainer's layout probe (``trainer.stack_layout``) picks here;
 * ``previous``: one run through the per-function path the trainer used before the layer-batched
-  engine (``feedforward``/``infer``/``errors``/``weight_grads``/``Adam``), for the side-by-side ratio;
+  engine (``feedforward``/``infer``/``errors``/``weight_grads``/``Adam``), for the side-by-side ratio
+  (and the 9 runs stacked through it at N ≤ 32);
 * ``peak``: the iteration's matrix products alone, with the iteration's shapes and batch counts
   (``bmm`` over [layers × runs]), replayed without any element-wise work.
 
@@ -68,14 +69,14 @@ def make_data(iters: int) -> tr.DataSet:
     return tr.DataSet(x[:n_train], y[:n_train], x[n_train:], y[n_train:])
 
 
-def previous_engine(rc: RunConfig, data: tr.DataSet) -> None:
-    """The trainer's PC loop before the layer-batched engine (per-function, out of place)."""
-    spec = tr.net_spec(rc)
-    orders = tr.batch_orders(rc.seed, len(data.y_train), B, 1).unsqueeze(1)
-    w = init_weights(spec, [rc.seed])
-    opt = Adam(w.tensors(), torch.tensor([rc.param_lr]))
+def previous_engine(runs: list[RunConfig], data: tr.DataSet) -> None:
+    """The trainer's PC loop before the layer-batched engine (per-function, out of place), runs stacked."""
+    spec = tr.net_spec(runs[0])
+    orders = torch.stack([tr.batch_orders(rc.seed, len(data.y_train), B, 1) for rc in runs], 1)
+    w = init_weights(spec, [rc.seed for rc in runs])
+    opt = Adam(w.tensors(), torch.tensor([rc.param_lr for rc in runs]))
     cfg = InferenceConfig(steps=T)
-    lr = torch.tensor([rc.act_lr])
+    lr = torch.tensor([rc.act_lr for rc in runs])
     with torch.no_grad():
         for i in range(orders.shape[0]):
             x, y = data.x_train[orders[i]], data.y_train[orders[i]]
@@ -143,10 +144,12 @@ def bench(N: int, H: int, iters: int, repeats: int) -> dict[str, float]:
     fns = {
         "sequential": lambda: tr.train_group(runs, data, "cpu", layout="sequential"),
         "stacked": lambda: tr.train_group(runs, data, "cpu", layout="stacked"),
-        "previous": lambda: previous_engine(runs[0], data),
+        "previous": lambda: previous_engine(runs[:1], data),
         "peak1": matmul_replay(N, H, 1, iters),
         "peak9": matmul_replay(N, H, RUNS, iters),
     }
+    if N <= 32:  # the previous path stacked too (at N = 128 it takes minutes)
+        fns["previous stacked"] = lambda: previous_engine(runs, data)
     fns["previous"]()  # warm-up
     tr.train_group(runs[:1], data, "cpu")
     auto = tr.train_group(runs, data, "cpu")[0].extra["stack_layout"]
@@ -159,6 +162,8 @@ def bench(N: int, H: int, iters: int, repeats: int) -> dict[str, float]:
     out = {"N": N, "H": H, "useful_gflop": useful / 1e9, "executed_gflop": executed / 1e9,
            "seq_its": n_seq / best["sequential"], "stacked_its": n_seq / best["stacked"],
            "previous_its": iters / best["previous"],
+           "previous_stacked_its": n_seq / best["previous stacked"] if "previous stacked" in best else float("nan"),
+           "mm_seq": best["peak1"] / (best["sequential"] / RUNS), "mm_stacked": best["peak9"] / best["stacked"],
            "peak1": useful * iters / best["peak1"] / 1e9 * (executed / useful),
            "peak9": RUNS * useful * iters / best["peak9"] / 1e9 * (executed / useful),
            "auto": auto["runs_per_stack"]}
@@ -176,10 +181,12 @@ def main() -> None:
     print(f"torch {torch.__version__}, 1 thread, CPU affinity {cpus}; μPC ReLU skips, B={B}, T={T}, float32, "
           f"eval {EVAL_N} images / {EVAL_EVERY} its; {RUNS} runs; best of {a.repeats} interleaved rounds")
     print("it/s: sequential and previous = per run; stacked = summed over the 9 runs. GF/s = useful GFLOP/s "
-          "by the count above; peak = the same iteration's matrix products alone (executed FLOPs / time)")
+          "by the count above; peak = the same iteration's matrix products alone (executed FLOPs / time); "
+          "% = useful GF/s / peak; mm% = share of the iteration's time the products alone take; auto = runs per "
+          "stack the trainer's probe picks; prev stk = the previous path stacked (N <= 32 only)")
     hdr = (f"{'N':>4} {'H':>3} {'GFLOP/it':>9} {'exec':>6} | {'previous':>8} {'seq it/s':>8} {'GF/s':>6} "
            f"{'peak':>5} {'%':>4} | {'stack it/s':>10} {'GF/s':>6} {'peak':>5} {'%':>4} | "
-           f"{'seq/prev':>8} {'stack/seq':>9} {'auto':>4}")
+           f"{'seq/prev':>8} {'stack/seq':>9} {'auto':>4} | {'mm% seq':>7} {'mm% stk':>7} {'prev stk':>8}")
     print(hdr)
     for size in a.sizes:
         N, H = (int(v) for v in size.split(":"))
@@ -188,8 +195,8 @@ def main() -> None:
         print(f"{N:>4} {H:>3} {r['useful_gflop']:>9.4f} {r['executed_gflop']:>6.3f} | {r['previous_its']:>8.1f} "
               f"{r['seq_its']:>8.1f} {g_seq:>6.1f} {r['peak1']:>5.1f} {100 * g_seq / r['peak1']:>4.0f} | "
               f"{r['stacked_its']:>10.1f} {g_st:>6.1f} {r['peak9']:>5.1f} {100 * g_st / r['peak9']:>4.0f} | "
-              f"{r['seq_its'] / r['previous_its']:>7.2f}x {r['stacked_its'] / r['seq_its']:>8.2f}x {r['auto']:>4}",
-              flush=True)
+              f"{r['seq_its'] / r['previous_its']:>7.2f}x {r['stacked_its'] / r['seq_its']:>8.2f}x {r['auto']:>4} | "
+              f"{100 * r['mm_seq']:>7.0f} {100 * r['mm_stacked']:>7.0f} {r['previous_stacked_its']:>8.1f}", flush=True)
 
 
 if __name__ == "__main__":

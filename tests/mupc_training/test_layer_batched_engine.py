@@ -242,8 +242,16 @@ def test_trainer_matches_the_formula_trainer(act, optim, monkeypatch):
     runs = [RunConfig(dataset="mnist", N=8, H=4, act=act, param="mupc", init="standard_gauss", skips=True, seed=s,
                       epochs=1, test_every=3, param_lr=plr, T=4, act_optim=optim, act_lr=alr)
             for s, plr, alr in ((0, 0.01, 0.5), (1, 0.003, 0.1), (0, 0.001, 0.05))]
-    res = tr.train_group(runs, data, "cpu", F64)
+    stacked = tr.train_group(runs, data, "cpu", F64, layout="stacked")
+    sequential = tr.train_group(runs, data, "cpu", F64, layout="sequential")
+    auto = tr.train_group(runs, data, "cpu", F64)
     losses, test_losses = reference_trainer(runs, data)
-    for r, rr in enumerate(res):
-        np.testing.assert_allclose(rr.arrays["batch_train_losses"], losses[:, r], rtol=1e-6)  # stored as float32
-        np.testing.assert_allclose(rr.arrays["test_losses"], test_losses[:, r], rtol=1e-10)
+    for res in (stacked, sequential, auto):
+        for r, rr in enumerate(res):
+            np.testing.assert_allclose(rr.arrays["batch_train_losses"], losses[:, r], rtol=1e-6)  # stored as float32
+            np.testing.assert_allclose(rr.arrays["test_losses"], test_losses[:, r], rtol=1e-10)
+            np.testing.assert_array_equal(rr.arrays["n_infer_iters"], stacked[r].arrays["n_infer_iters"])
+    note = auto[0].extra["stack_layout"]
+    assert note["layout"] == "auto" and note["runs_per_stack"] in (1, 3)
+    assert set(note["measured_steps_per_s"]) == {"1", "3"}
+    assert stacked[0].extra["stack_layout"]["runs_per_stack"] == 3

@@ -7,6 +7,7 @@ cell by cell; ``fwd_pass``: activity and weight norms of BP-trained nets (§4); 
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -144,7 +145,7 @@ def train_hessian(ctx: Context, cfg: MupcAnalysisParams) -> Iterator[Output]:
     runs = []
     t_all = time.perf_counter()
     configs = hessian_configs(hp)
-    for c in configs:
+    for c in ctx.track(configs, total=len(configs), desc="Hessian configs", unit="config"):
         key = hessian_key(c)
         cells, metrics = [], {}
         for N in hp.widths:
@@ -290,15 +291,14 @@ def train_theory_grid(ctx: Context, cfg: MupcAnalysisParams) -> Output:
     batches = mnist_batches(tg.iters, tg.batch_size, tg.seed, tg.train_images, ctx.device, torch.float64)
     arrays, runs = {}, []
     t0 = time.perf_counter()
-    for param, lr in tg.param_lrs.items():
-        for N in tg.widths:
-            for H in tg.depths:
-                spec = theory_spec("linear", param, N, H)
-                key = theory_key("linear", param, N, H)
-                out = theory_run(spec, batches, lr, tg.seed)
-                arrays[f"{key}/theory.npz"] = out
-                runs.append(theory_record(key, {**asdict(spec), "param_lr": lr, "iters": tg.iters, "seed": tg.seed,
-                                                "optim": "adam", "inference": "exact (block Cholesky)"}, out))
+    cells = list(itertools.product(tg.param_lrs.items(), tg.widths, tg.depths))
+    for (param, lr), N, H in ctx.track(cells, total=len(cells), desc="theory grid", unit="net"):
+        spec = theory_spec("linear", param, N, H)
+        key = theory_key("linear", param, N, H)
+        out = theory_run(spec, batches, lr, tg.seed)
+        arrays[f"{key}/theory.npz"] = out
+        runs.append(theory_record(key, {**asdict(spec), "param_lr": lr, "iters": tg.iters, "seed": tg.seed,
+                                        "optim": "adam", "inference": "exact (block Cholesky)"}, out))
     ctx.log(f"theory_grid: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
     return Output(arrays=arrays, runs=runs)
 
@@ -308,16 +308,15 @@ def train_theory_width(ctx: Context, cfg: MupcAnalysisParams) -> Output:
     batches = mnist_batches(tw.iters, tw.batch_size, tw.seed, tw.train_images, ctx.device, torch.float64)
     arrays, runs = {}, []
     t0 = time.perf_counter()
-    for act in tw.acts:
-        for param in tw.params:
-            for N in tw.widths:
-                spec = theory_spec(act, param, N, tw.depth)
-                key = theory_key(act, param, N, tw.depth)
-                inference = "exact (block Cholesky)" if act == "linear" else "numerical equilibrium (GD, float64)"
-                out = theory_run(spec, batches, tw.param_lr, tw.seed, tw.eq_tol, tw.eq_max_steps)
-                arrays[f"{key}/theory.npz"] = out
-                runs.append(theory_record(key, {**asdict(spec), "param_lr": tw.param_lr, "iters": tw.iters,
-                                                "seed": tw.seed, "optim": "adam", "inference": inference,
-                                                "eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps}, out))
+    cells = list(itertools.product(tw.acts, tw.params, tw.widths))
+    for act, param, N in ctx.track(cells, total=len(cells), desc="theory across width", unit="net"):
+        spec = theory_spec(act, param, N, tw.depth)
+        key = theory_key(act, param, N, tw.depth)
+        inference = "exact (block Cholesky)" if act == "linear" else "numerical equilibrium (GD, float64)"
+        out = theory_run(spec, batches, tw.param_lr, tw.seed, tw.eq_tol, tw.eq_max_steps)
+        arrays[f"{key}/theory.npz"] = out
+        runs.append(theory_record(key, {**asdict(spec), "param_lr": tw.param_lr, "iters": tw.iters,
+                                        "seed": tw.seed, "optim": "adam", "inference": inference,
+                                        "eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps}, out))
     ctx.log(f"theory_width: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
     return Output(arrays=arrays, runs=runs)

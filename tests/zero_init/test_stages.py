@@ -96,7 +96,8 @@ def test_render_draws_each_run_on_its_iterations_with_the_input_dim_line(smoke):
     # one hue per init, the same in every figure: ZerO green, partial identity blue, random grey
     assert [ln.get_color() for ln in lines[1:]] == [figures.run_color(i, 1024) for i in ("random", "partial_identity",
                                                                                          "zero")]
-    assert "seed_zero_1024 (ZerO, n_h=1024, bias 0.01, 1 epoch(s), 60 iterations on 3840 images" in fig.caption
+    assert "seed_zero_1024 (ZerO, n_h=1024, bias 0.01, 1 epoch(s), 60 iterations on 3840 images, final rank 308" \
+        in fig.caption
     assert "StepLR" not in fig.caption  # 1 epoch: the decay after epoch 12 never acts
     assert fig.caption.endswith("Profile smoke: " + smoke.style.profile_note)
     assert fig.seed_figure == smoke.figures["fig3_right"].seed_figure

@@ -13,7 +13,7 @@ INIT_LABELS = {"zero": "ZerO", "partial_identity": "Partial Identity", "random":
 # One hue per init in every figure of the study (the input-dimension line keeps the seed's red); the shade
 # says the width, so a run has the same colour wherever it is drawn.
 INIT_CMAPS = {"partial_identity": "Blues", "zero": "Greens", "random": "Greys", "one": "Purples", "spray": "YlOrBr"}
-WIDTH_SHADES = {256: 0.45, 512: 0.6, 1024: 0.75, 2048: 0.9}
+WIDTH_SHADES = {256: 0.35, 512: 0.55, 1024: 0.75, 2048: 0.95}
 
 
 def run_color(init: str, n_h: int) -> tuple[float, float, float, float]:
@@ -24,15 +24,17 @@ def run_color(init: str, n_h: int) -> tuple[float, float, float, float]:
 def rank_figure(curves: list[tuple[str, list[int], list[int]]], input_dim: int,
                 colors: list | None = None, title: str = "") -> plt.Figure:
     """One panel: each curve on its own iteration indices; red dashed line at ``input_dim``."""
-    fig, ax = plt.subplots(1, 1, figsize=(5, 4))
+    fig, ax = plt.subplots(1, 1, figsize=(7, 4))
     x_max = max(max(its) for _, its, _ in curves)
     ax.plot([0, x_max], [input_dim, input_dim], label=f"input_dim={input_dim}", linestyle="dashed",
             color="red", linewidth=2)
     for i, (label, its, ranks) in enumerate(curves):
-        ax.plot(its, ranks, label=label, linewidth=2, color=colors[i] if colors else None)
+        # earlier curves wider, so a curve that coincides with a later one (partial identity at 1024 and
+        # 2048) still shows around it
+        ax.plot(its, ranks, label=label, linewidth=max(3.2 - 0.5 * i, 1.2), color=colors[i] if colors else None)
     ax.set_ylabel("Rank", fontsize=14)
     ax.set_xlabel("Iterations", fontsize=14)
-    ax.legend(fontsize=10)
+    ax.legend(fontsize=10, loc="center left", bbox_to_anchor=(1.02, 0.5))  # outside: never over a curve
     if title:
         ax.set_title(title, fontsize=11)
     fig.tight_layout(w_pad=0.5)
@@ -56,8 +58,8 @@ def caption(cfg: ZeroInitParams, profile: str, fig_key: str, results: dict[str, 
         decay = (f", lr ×{p['lr_gamma']:g} every {step} epochs (StepLR)"
                  if step is not None and p["epochs"] > step and p["lr_gamma"] != 1.0 else "")
         parts.append(f"{key} ({INIT_LABELS[p['init']]}, n_h={p['n_h']}, {bias}, {p['epochs']} epoch(s){decay}, "
-                     f"{r['iterations']} iterations on {p['train_images']} images, final test acc "
-                     f"{r['test'][-1]['test_acc']:.2f} %)")
+                     f"{r['iterations']} iterations on {p['train_images']} images, final rank "
+                     f"{r['rank_w3_minus_i'][-1]}, final test acc {r['test'][-1]['test_acc']:.2f} %)")
     stand_in = "SMOKE STAND-IN (not the paper's numbers). " if profile == "smoke" else ""
     return (f"{stand_in}{cfg.style.titles[fig_key]}. rank(W3 − I) of the square layer l3 (singular values > "
             f"{cfg.rank_tol:g}, float32) against the true iteration index, plain SGD lr {cfg.lr:g}, "

@@ -152,7 +152,7 @@ def bench(N: int, H: int, iters: int, repeats: int) -> dict[str, float]:
         fns["previous stacked"] = lambda: previous_engine(runs, data)
     fns["previous"]()  # warm-up
     tr.train_group(runs[:1], data, "cpu")
-    auto = tr.train_group(runs, data, "cpu")[0].extra["stack_layout"]
+    auto = tr.train_group(runs, data, "cpu", layout="measure")[0].extra["stack_layout"]
     best: dict[str, float] = {}
     for _ in range(repeats):
         for key, fn in fns.items():

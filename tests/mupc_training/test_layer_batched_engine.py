@@ -245,13 +245,19 @@ def test_trainer_matches_the_formula_trainer(act, optim, monkeypatch):
     stacked = tr.train_group(runs, data, "cpu", F64, layout="stacked")
     sequential = tr.train_group(runs, data, "cpu", F64, layout="sequential")
     auto = tr.train_group(runs, data, "cpu", F64)
+    measured = tr.train_group(runs, data, "cpu", F64, layout="measure")
     losses, test_losses = reference_trainer(runs, data)
-    for res in (stacked, sequential, auto):
+    for res in (stacked, sequential, auto, measured):
         for r, rr in enumerate(res):
             np.testing.assert_allclose(rr.arrays["batch_train_losses"], losses[:, r], rtol=1e-6)  # stored as float32
             np.testing.assert_allclose(rr.arrays["test_losses"], test_losses[:, r], rtol=1e-10)
             np.testing.assert_array_equal(rr.arrays["n_infer_iters"], stacked[r].arrays["n_infer_iters"])
-    note = auto[0].extra["stack_layout"]
-    assert note["layout"] == "auto" and note["runs_per_stack"] in (1, 3)
+    note = measured[0].extra["stack_layout"]
+    assert note["layout"] == "measure" and note["runs_per_stack"] in (1, 3)
     assert set(note["measured_steps_per_s"]) == {"1", "3"}
+    # the default is a rule, not a timing: N = 8 stacks on the CPU, and reruns stack alike
+    assert auto[0].extra["stack_layout"] == {"runs_per_stack": 3, "layout": "auto", "measured_steps_per_s": {}}
+    for a, b in zip(auto, tr.train_group(runs, data, "cpu", F64)):
+        for key in a.arrays:
+            np.testing.assert_array_equal(a.arrays[key], b.arrays[key])
     assert stacked[0].extra["stack_layout"]["runs_per_stack"] == 3

@@ -389,24 +389,40 @@ def stack_layout(rc: RunConfig, R: int, D: int, d_y: int, device: str | torch.de
     return choice, rates
 
 
+AUTO_STACK_MAX_N = 64  # on one CPU thread stacking pays at N = 16 and costs at N = 128 (benchmarks/pc_training.py)
+
+
+def auto_layout(rc: RunConfig, R: int, device: str | torch.device) -> int:
+    """Runs per stack by a fixed rule: all of them on a GPU, and on the CPU while one run's products
+    are too small to fill the core (N ≤ AUTO_STACK_MAX_N); else one by one."""
+    if not str(device).startswith("cpu") or rc.N <= AUTO_STACK_MAX_N:
+        return R
+    return 1
+
+
 def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
                 dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096,
                 layout: str = "auto") -> list[RunResult]:
     """Train runs that share one stack key (see ``sweeps.stack_key``) together.
 
-    ``layout`` (PC only): ``stacked`` trains the group as one stack, ``sequential`` run by run, ``auto``
-    in stacks of the size :func:`stack_layout` measured fastest on this device (the runs are independent,
-    so the numbers do not depend on it; each run records the choice in ``stack_layout``)."""
+    ``layout`` (PC only): ``stacked`` trains the group as one stack, ``sequential`` run by run,
+    ``measure`` in stacks of the size :func:`stack_layout` measured fastest on this device, ``auto`` by
+    :func:`auto_layout`, a fixed rule drawn from those measurements. A run's numbers can differ in the
+    last float bits between stack sizes (batched products sum in another order), so the default must
+    not depend on a timing: ``auto`` gives the same stacks on every rerun and every executor. Each run
+    records the choice in ``stack_layout``."""
     if len({stack_key(rc) for rc in runs}) != 1:
         raise ValueError("train_group: runs differ in a shape/schedule field; split them with stack_groups")
     if runs[0].kind == "bp":
         return train_bp_group(runs, data, device, dtype)
     R = len(runs)
-    if layout not in ("auto", "stacked", "sequential"):
-        raise ValueError(f"layout {layout!r} is not one of auto, stacked, sequential")
+    if layout not in ("auto", "measure", "stacked", "sequential"):
+        raise ValueError(f"layout {layout!r} is not one of auto, measure, stacked, sequential")
     rates: dict[int, float] = {}
-    if layout == "auto" and R > 1:
+    if layout == "measure" and R > 1:
         size, rates = stack_layout(runs[0], R, data.x_train.shape[1], data.y_train.shape[1], device, dtype)
+    elif layout == "auto":
+        size = auto_layout(runs[0], R, device)
     else:
         size = 1 if layout == "sequential" else R
     out: list[RunResult] = []

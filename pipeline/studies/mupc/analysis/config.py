@@ -44,7 +44,7 @@ class HessianParams:
     dense_max_n: int = bounded(0, default=64)  # n = N·H at or below: dense eigvalsh for everything
     autodiff_check_max_n: int = bounded(0, default=64)  # cross-check blocks vs torch.func.hessian
     spectrum_backend: Literal["banded", "dense_torch"] = "banded"  # full spectra above dense_max_n
-    lanczos_tol: float = bounded(0.0, 1e-3, lo_open=True, default=1e-10)
+    lanczos_tol: float = bounded(0.0, 1e-3, lo_open=True, default=1e-6)
     save_weights: bool = True
 
     def check(self, path: str) -> None:

@@ -109,7 +109,8 @@ def train(ctx: Context, unit: str) -> Output:
             f"{params['n_train']}/{params['n_test']} images, {ctx.device}")
     hist = train_loop(model, data, optimizer=run.optimizer, epochs=cfg.epochs, lr=cfg.lr, momentum=cfg.momentum,
                       ns_steps=cfg.ns_steps, ns_dtype=DTYPES[cfg.ns_precision], batch_size=cfg.batch_size,
-                      test_batch_size=cfg.test_batch_size, data_seed=run.data_seed, ns=ns, log=ctx.log)
+                      test_batch_size=cfg.test_batch_size, data_seed=run.data_seed, ns=ns, log=ctx.log,
+                      track=ctx.track)
     if ns.fallback:
         ctx.log(f"Newton-Schulz step not compiled: {ns.fallback}")
     epochs = np.arange(cfg.epochs + 1)

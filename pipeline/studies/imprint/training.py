@@ -57,7 +57,8 @@ def record(model: nn.Module, data: Data, hist: History, batch_size: int, test_ba
 
 def train(model: nn.Module, data: Data, *, optimizer: str, epochs: int, lr: float, momentum: float,
           ns_steps: int, ns_dtype: torch.dtype, batch_size: int, test_batch_size: int, data_seed: int,
-          ns: NewtonSchulz | None = None, train_acc: bool = True, log=None) -> History:
+          ns: NewtonSchulz | None = None, train_acc: bool = True, log=None,
+          track=lambda iterable, **_: iterable) -> History:
     """Fresh optimisers, record, then ``epochs`` epochs of shuffled batches, recording after each."""
     opts = make_optimizers(model, optimizer, lr, momentum, ns_steps, ns_dtype, ns)
     loss_fn = nn.CrossEntropyLoss()
@@ -65,7 +66,7 @@ def train(model: nn.Module, data: Data, *, optimizer: str, epochs: int, lr: floa
     n = data.x_train.shape[0]
     hist = History()
     record(model, data, hist, batch_size, test_batch_size, train_acc)
-    for epoch in range(1, epochs + 1):
+    for epoch in track(range(1, epochs + 1), total=epochs, desc="epochs", unit="epoch"):
         t0 = time.perf_counter()
         model.train()
         perm = torch.randperm(n, generator=gen).to(data.x_train.device)

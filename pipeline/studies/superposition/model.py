@@ -13,7 +13,9 @@ of the loss and gradient sums, so it changes results by float rounding only and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -79,8 +81,8 @@ def loss_and_grads(w_e: torch.Tensor, w_u: torch.Tensor, eye: torch.Tensor, tied
 
 def train_batched(w_e0: torch.Tensor, w_u0: torch.Tensor, *, epochs: int, lr: float, tied: bool,
                   snapshot_every: int, lr_schedule: str = "constant", decay_total: float = 3000.0,
-                  decay_steps: int = 100, device: str = "cpu", dtype: torch.dtype = torch.float32
-                  ) -> History:
+                  decay_steps: int = 100, device: str = "cpu", dtype: torch.dtype = torch.float32,
+                  track: Callable[..., Any] = lambda iterable, **_: iterable) -> History:
     """Full-batch SGD for all seeds at once; losses stay on the device until the end (no syncs)."""
     s, n, f = w_e0.shape
     w_e = w_e0.to(device=device, dtype=dtype).clone()
@@ -93,7 +95,7 @@ def train_batched(w_e0: torch.Tensor, w_u0: torch.Tensor, *, epochs: int, lr: fl
     snaps_e[0], snaps_u[0] = w_e, w_u
     k = 1
     with torch.no_grad():
-        for epoch in range(epochs):
+        for epoch in track(range(epochs), total=epochs, desc="epochs (all seeds)", unit="epoch"):
             rate = lr_at(epoch, lr, lr_schedule, epochs, decay_total, decay_steps)
             loss, g_e, g_u = loss_and_grads(w_e, w_u, eye, tied)
             losses[epoch] = loss

@@ -35,7 +35,7 @@ def train(ctx: Context, unit: str) -> Output:
     hist = train_batched(w_e0, w_u0, epochs=tp.epochs, lr=cfg.lr, tied=tied,
                          snapshot_every=tp.snapshot_every, lr_schedule=cfg.lr_schedule,
                          decay_total=cfg.lr_decay_total, decay_steps=cfg.lr_decay_steps, device=device,
-                         dtype=getattr(torch, cfg.dtype))
+                         dtype=getattr(torch, cfg.dtype), track=ctx.track)
     seconds = time.time() - t0
     ctx.log(f"trained in {seconds:.1f} s")
     final = {str(s): float(hist.losses[-1, i]) for i, s in enumerate(tp.seeds)}

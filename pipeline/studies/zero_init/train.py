@@ -102,7 +102,8 @@ def evaluate(model: MLP, x: torch.Tensor, y: torch.Tensor, batch: int) -> tuple[
 
 
 def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor,
-              y_test: torch.Tensor, log: Callable[[str], None] = print) -> RunResult:
+              y_test: torch.Tensor, log: Callable[[str], None] = print,
+              track: Callable[..., Any] = lambda iterable, **_: iterable) -> RunResult:
     """Train one MLP; tensors are already on the training device (pixels in [0, 1], flattened).
 
     The init seed is set before the model is built and the data order comes from its own generator
@@ -132,7 +133,7 @@ def train_run(cfg: RunConfig, x_train: torch.Tensor, y_train: torch.Tensor, x_te
     n_batches = math.ceil(n / cfg.batch_size)
     it = 0
     stop = False
-    for epoch in range(1, cfg.epochs + 1):
+    for epoch in track(range(1, cfg.epochs + 1), total=cfg.epochs, desc="epochs", unit="epoch"):
         lr = lr_at_epoch(cfg.lr, epoch, cfg.lr_step_size, cfg.lr_gamma)
         perm = torch.randperm(n, generator=order).to(device)
         correct = torch.zeros((), dtype=torch.int64, device=device)
@@ -215,7 +216,7 @@ def train(ctx: Context, unit: str) -> Output:
     ctx.log(f"{run.init} n_h={run.n_h} setting={run.setting} epochs={b.epochs} "
             f"train images={ntr} device={device}")
     params = {**run_params(cfg, ctx.profile, unit), "train_images": ntr, "test_images": nte, "device": device}
-    res = train_run(rc, x_tr, y_tr, x_te, y_te, log=ctx.log)
+    res = train_run(rc, x_tr, y_tr, x_te, y_te, log=ctx.log, track=ctx.track)
     first = res.first_iter_above(cfg.input_dim_line)
     epochs = [t["epoch"] for t in res.test]
     series = {"rank_w3_minus_i": (res.iters, res.rank_w3_minus_i),

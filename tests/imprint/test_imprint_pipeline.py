@@ -14,10 +14,12 @@ import yaml
 
 from pipeline.config import ConfigError, load_section, parse_params
 from pipeline.studies.imprint.config import ImprintParams
+from pipeline.studies.imprint.glyph import DROID_FONT
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("imprint_train", "imprint_extract", "imprint_render")  # `report` would pull in every study
-TINY = {"imprint": {"profiles": {"smoke": {"epochs": 2, "n_train": 8192, "n_test": 1024}}}}
+TINY = {"imprint": {"spread": {"init_seeds": [0, 1]},
+                    "profiles": {"smoke": {"epochs": 2, "n_train": 8192, "n_test": 1024}}}}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -82,7 +84,7 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     traced = {tuple(json.loads(line)["argv"][1:3]) for line in trace.read_text().splitlines()}
     # the download stage runs too where the data cache is cold (a fresh clone), and is checked as well
     assert traced - {("mnist",)} == {("imprint", u) for u in (*_raw()["imprint"]["runs"], "final", "glyph",
-                                                              "random")}, traced
+                                                              "random", "seed_spread")}, traced
     repo_copy.run("python", "-m", "stages.report", "imprint")  # the gallery of this study alone
     root = repo_copy.path
     runs = _raw()["imprint"]["runs"]
@@ -95,12 +97,25 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
             f"imprint_train@{key}"
     metrics = json.loads((root / "reports/metrics/imprint_extract@final.json").read_text())
     assert set(metrics["runs"]) == set(runs)
-    assert metrics["glyph"]["spectral_norm_scaled"] == pytest.approx(45.862, abs=1e-3)
+    # glyph: auto draws with Droid Sans Fallback where installed, else the rectangles; the stage says which
+    assert metrics["glyph"]["requested"] == "auto"
+    assert metrics["glyph"]["kind"] == ("droid" if DROID_FONT.is_file() else "rectangles")
+    assert metrics["glyph"]["spectral_norm_scaled"] == pytest.approx(
+        45.609 if metrics["glyph"]["kind"] == "droid" else 45.862, abs=1e-3)
+    meta = json.loads((root / "artifacts/imprint/train/glyph-adam/meta.json").read_text())
+    assert meta["glyph"]["kind"] == metrics["glyph"]["kind"] and meta["ns_compile"] is None
+    assert json.loads((root / "artifacts/imprint/train/glyph-muon/meta.json").read_text())["ns_compile"] == {
+        "requested": False, "compiled": False, "fallback": None}
+    spread = json.loads((root / "reports/metrics/imprint_extract@seed_spread.json").read_text())
+    assert spread["init_seeds"] == [0, 1] and spread["precision"] == "fp32"
+    # the spread's seed 0 is the main runs' init and data order: the same epoch-1 accuracies
+    assert spread["per_seed"]["0"]["adam"] == metrics["runs"]["glyph-adam"]["test_acc_epoch1"]
+    assert spread["per_seed"]["0"]["muon"] == metrics["runs"]["glyph-muon"]["test_acc_epoch1"]
     ga = metrics["runs"]["glyph-adam"]
     assert ga["spectral_norm_initial"] == pytest.approx(45.9, abs=0.3)
     manifest = json.loads((root / "reports/manifest.json").read_text())
     ids = {f["id"] for f in manifest["figures"]}
-    assert {"imprint/glyph", "imprint/random", "imprint/glyph_panels"} <= ids
+    assert {"imprint/glyph", "imprint/random", "imprint/glyph_panels", "imprint/seed_spread"} <= ids
     for fig in manifest["figures"]:
         for f in fig["files"]:
             assert (root / f).is_file() and (root / f).stat().st_size > 0, f
@@ -117,7 +132,7 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     assert _stale(repo_copy) == set()
     with open(root / "pipeline/studies/imprint/figures.py", "a") as fh:
         fh.write("# a comment\n")
-    assert _stale(repo_copy) == {"imprint_render@glyph", "imprint_render@random"}
+    assert _stale(repo_copy) == {"imprint_render@glyph", "imprint_render@random", "imprint_render@seed_spread"}
     repo_copy.dvc("repro", *STAGES)
 
     before = _snapshot(root)

@@ -141,15 +141,10 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     tracking = p.params.tracking
     with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
                  enabled=tracking.enabled, on_error=tracking.on_error, datasets=dataset_inputs(sums)) as tracker:
-        # the MLflow ids are filled in before the first write: the store opens while the study computes
         prov = {"stage": name, "study": study, "profile": p.params.profile, "git_commit": commit,
                 "git_dirty": dirty, "params_hash": phash, "data_sha256": sums,
-                "mlflow_run_id": None, "mlflow_experiment": study, "mlflow_experiment_id": None}
-
-        def provenance() -> dict[str, Any]:
-            prov.update(mlflow_run_id=tracker.parent.run_id, mlflow_experiment_id=tracker.experiment_id)
-            return prov
-
+                "mlflow_run_id": tracker.parent.run_id, "mlflow_experiment": study,
+                "mlflow_experiment_id": tracker.experiment_id}
         out_dir = study_dir(study, kind, unit)
 
         def own(fname: str) -> Any:
@@ -179,15 +174,15 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
                     study_seconds += time.perf_counter() - computing
                 if not p.family.resumable or part.part is None:
                     raise TypeError(f"{name}: only resumable families yield parts, each with Output.part set")
-                write_part(study, kind, unit, part, tracker, provenance())
+                write_part(study, kind, unit, part, tracker, prov)
         last_line = time.time()
         if kind == "render":
             if render_writer is None:
                 raise TypeError(f"{name}: a render unit needs the figure writer")
             metas = {src: _reader(study)(*src, "meta.json") for f in final.figures for src in f.sources}
-            render_writer(study, unit, final, tracker, provenance(), metas)
+            render_writer(study, unit, final, tracker, prov, metas)
         else:
-            write_unit(study, kind, unit, final, tracker, provenance(), in_place=p.family.resumable)
+            write_unit(study, kind, unit, final, tracker, prov, in_place=p.family.resumable)
         if p.family.metrics:
             if final.metrics is None:
                 raise TypeError(f"{name}: the family declares metrics but the output has none")

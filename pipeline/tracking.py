@@ -16,7 +16,6 @@ import contextlib
 import hashlib
 import json
 import os
-import threading
 import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
@@ -86,12 +85,7 @@ class RunLogger:
 
     def __init__(self, tracker: Tracker, run_id: str | None):
         self._t = tracker
-        self._run_id = run_id
-
-    @property
-    def run_id(self) -> str | None:
-        self._t.wait()  # the parent run is created by the connecting thread
-        return self._run_id
+        self.run_id = run_id
 
     @property
     def enabled(self) -> bool:
@@ -163,13 +157,10 @@ class Tracker:
         self.on_error = on_error
         self._client = None
         self._experiment_id: str | None = None
-        self._connecting: threading.Thread | None = None
-        self._error: Exception | None = None
         self.parent = RunLogger(self, None)
 
     # -- plumbing -------------------------------------------------------------------------------
     def _call(self, method: str, run_id: str | None, *args: Any, **kwargs: Any) -> Any:
-        self.wait()
         if not self.enabled or self._client is None or run_id is None:
             return None
         try:
@@ -226,40 +217,27 @@ class Tracker:
     # -- public ---------------------------------------------------------------------------------
     @property
     def experiment_id(self) -> str | None:
-        self.wait()
         return self._experiment_id
 
-    def _connect(self) -> None:
-        """Import MLflow, open the store, create the parent run: the slow part, off the main thread."""
+    def __enter__(self) -> Tracker:
+        """Open the store and the parent run, log the params and datasets. (This stays on the stage's
+        main thread: connecting on a background thread while the study computed was tried, and two
+        threads importing packages at once handed plotly MLflow's half-imported pandas.)"""
+        if not self.enabled:
+            return self
         try:
             from mlflow.tracking import MlflowClient
 
             self._client = MlflowClient(tracking_uri=tracking_uri())
             self._experiment_id = self._experiment()
-            self.parent._run_id = self._start(self.stage, self.tags, None)
         except Exception as exc:
+            self._fail(exc)
             self._client = None
-            self._error = exc
-
-    def wait(self) -> None:
-        """Block until the store is open (it opens while the stage computes); report a failure once."""
-        thread, self._connecting = self._connecting, None
-        if thread is None or thread is threading.current_thread():
-            return
-        thread.join()
-        if self._error is not None:
-            error, self._error = self._error, None
-            self._fail(error)
-        if self.params and self.parent._run_id:
+            return self
+        self.parent = RunLogger(self, self._start(self.stage, self.tags, None))
+        if self.params:
             self.parent.log_params(self.params)
-        self._log_inputs(self.parent._run_id)
-
-    def __enter__(self) -> Tracker:
-        """Start connecting in the background: importing MLflow and opening a SQL store take seconds
-        that the stage's own work (which mostly runs in torch/numpy, outside the GIL) can overlap."""
-        if self.enabled:
-            self._connecting = threading.Thread(target=self._connect, name="mlflow-connect", daemon=True)
-            self._connecting.start()
+        self._log_inputs(self.parent.run_id)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -270,7 +248,6 @@ class Tracker:
               tags: Mapping[str, str] | None = None) -> Iterator[ChildRun]:
         """A child run per training configuration; ``run.fail(reason)`` marks it FAILED."""
         run_id = None
-        self.wait()
         if self.enabled and self._client is not None:
             run_id = self._start(name, {**self.tags, **(tags or {})}, self.parent.run_id)
         run = ChildRun(self, run_id)

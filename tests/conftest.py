@@ -35,7 +35,7 @@ class RepoCopy:
     path: Path
     env: dict[str, str]
 
-    def run(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+    def run(self, *args: str, check: bool = True, timeout: float = 2400) -> subprocess.CompletedProcess:
         proc = subprocess.run(list(args), cwd=self.path, env=self.env, capture_output=True, text=True,
                               timeout=timeout)
         if check and proc.returncode != 0:
@@ -43,7 +43,7 @@ class RepoCopy:
                                  f"{proc.stderr[-4000:]}")
         return proc
 
-    def dvc(self, *args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+    def dvc(self, *args: str, check: bool = True, timeout: float = 2400) -> subprocess.CompletedProcess:
         return self.run(str(BIN / "dvc"), *args, check=check, timeout=timeout)
 
     def params(self) -> dict:

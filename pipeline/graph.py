@@ -138,7 +138,9 @@ def family_stage(study: Study, fam: Family, cfg: Any, params: Params) -> dict[st
         d = [rel(data_dir(ds)) for ds in sorted(set(fam.datasets(cfg, unit)))]
         d += [rel(study_dir(study.name, kind, u)) for kind, u in fam.reads(cfg, unit)]
         deps[unit] = list(dict.fromkeys(d))
-        k: list[str] = []
+        # every stage reads `profile` (it refuses to run for another profile than dvc.yaml's): an edit
+        # of it makes the stages run, and fail with a clear error, instead of passing for up to date
+        k: list[str] = ["profile"]
         for key in fam.keys(cfg, unit):
             k += [f"{study.name}.{src}" for src in sources_of(section, params.profile, key)]
         keys[unit] = list(dict.fromkeys(k))
@@ -204,7 +206,7 @@ def stages(params: Params) -> dict[str, Any]:
     if claims.claims_modules():
         ledger = [rel(claims.ledger_path())]
         out["claims"] = {"cmd": f"python -m stages.claims --profile {params.profile}", "deps": claims_code(studies)
-                         + [rel(metrics_path(s)) for s in claims.read_stages(params)],
+                         + [rel(metrics_path(s)) for s in claims.read_stages(params)], "params": ["profile"],
                          "outs": [ledger[0]]}
     report_code = code_deps("stages.report", *(study_package(s) for s in studies))
     out["report"] = {"cmd": "python -m stages.report", "deps": report_code + ledger + sidecars,

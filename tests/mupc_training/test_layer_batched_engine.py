@@ -184,13 +184,15 @@ def test_untouched_layers_keep_exactly_zero_errors():
     assert eng.E[-1].abs().max() > 0
 
 
+@pytest.mark.parametrize("lrs", [[0.1, 0.01, 0.001], [0.01, 0.01, 0.01], [0.1, 0.01, 0.1]],
+                         ids=["distinct", "shared", "grouped"])
 @pytest.mark.parametrize("fused", [False, True])
-def test_in_place_adam_equals_adam_and_floor_is_exact(fused):
-    """In place, per-run lrs, layer-major hidden weights, the √v̂ floor: the numbers of :class:`Adam`
-    (eager: to the last bits; fused kernel: to float round-off)."""
+def test_in_place_adam_equals_adam_and_floor_is_exact(fused, lrs):
+    """In place, per-run lrs (distinct, all shared: one call on whole tensors, or two runs sharing one),
+    layer-major hidden weights, the √v̂ floor: the numbers of :class:`Adam` (eager: to the last bits;
+    fused kernel: to float round-off)."""
     g = torch.Generator().manual_seed(5)
     for dtype in (torch.float32, F64):
-        lrs = [0.1, 0.01, 0.001]
         ps = [torch.randn(3, 4, 5, generator=g, dtype=dtype), torch.randn(2, 3, 4, 4, generator=g, dtype=dtype)]
         ref = Adam([ps[0].clone(), ps[1].transpose(0, 1).clone()], torch.tensor(lrs, dtype=dtype))
         new = InPlaceAdam([p.clone() for p in ps], lrs, (0, 1), fused=fused)

@@ -16,7 +16,7 @@ from pipeline.contract import Context, Output
 from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis import STUDY
 from pipeline.studies.mupc.analysis.config import RENDER_SOURCES, MupcAnalysisParams
-from pipeline.studies.mupc.analysis.extract import extract
+from pipeline.studies.mupc.analysis.extract import extract, spectral_drift
 from pipeline.studies.mupc.analysis.figures import RENDERERS, render
 from pipeline.studies.mupc.analysis.layout import FWD_METRICS, fwd_key, hessian_configs, hessian_key, theory_key
 from pipeline.studies.mupc.analysis.train import train
@@ -257,6 +257,16 @@ def test_extract_gathers_the_headline_numbers(full_store):
     fp = cfg.fwd_pass
     arr = store.files["fwd_pass"][f"{fwd_key('linear', 'sgd', 'sp_skips')}/fwd_pass.npz"]["avg_activity_l2_per_N_L"]
     assert m["fwd_pass"]["rms_t0_hidden_L2/linear_sp_skips"][f"N{fp.widths[1]}_L{fp.depths[0]}"] == arr[2, 0, 1, 0]
+    # F6: the raw weight's spectral norm at step 0 and, per optimiser, its largest relative change over the steps
+    cell = f"N{fp.widths[1]}_L{fp.depths[-1]}"
+    spec = store.files["fwd_pass"][f"{fwd_key('linear', 'sgd', 'depth_mup_skips')}/fwd_pass.npz"][
+        "param_spectral_norms_per_N_L"]
+    assert m["fwd_pass"]["spectral_t0_hidden_L2/linear_depth_mup_skips"][cell] == spec[2, 0, 1, -1]
+    s = spec[2, :, 1, -1]
+    assert m["fwd_pass"]["spectral_drift_hidden_L2/linear_sgd_depth_mup_skips"][cell] == pytest.approx(
+        max(abs(s[t] / s[0] - 1) for t in range(1, len(s))))
+    assert {k for k in m["fwd_pass"] if k.startswith("spectral_drift")} == {
+        f"spectral_drift_hidden_L2/linear_{o}_{v}" for o in fp.optims for v in fp.variants}
     assert set(m["theory_grid"]) == {"ratio_t0/sp", "ratio_t0/mupc"} and len(m["theory_grid"]["ratio_t0/sp"]) == 9
     tanh = m["theory_width"]["ratio_t0/tanh_mupc_H2"]
     assert set(tanh) == {f"N{N}{s}" for N in cfg.theory_width.widths for s in ("", "_max_eq_residual")}
@@ -342,3 +352,9 @@ def test_theory_figures_through_render(full_store):
         assert all(len(line.get_ydata()) == tw.iters for line in loss_ax.lines)
         assert ("max residual" in f.mpl.get_suptitle()) == (not f.id.startswith("F27_linear"))
         plt.close(f.mpl)
+
+
+def test_spectral_drift_is_the_largest_relative_change_and_keeps_overflow():
+    assert spectral_drift(np.array([2.0, 2.1, 1.7])) == pytest.approx(0.15)
+    assert spectral_drift(np.array([2.0])) == 0.0
+    assert np.isnan(spectral_drift(np.array([2.0, np.inf, np.nan])))

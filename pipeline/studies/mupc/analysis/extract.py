@@ -31,14 +31,31 @@ def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
     return out
 
 
+def spectral_drift(s: np.ndarray) -> float:
+    """Largest relative change of a spectral norm over the recorded steps, max_t |s_t / s_0 − 1|
+    (NaN when a step overflowed, as the stored norms are)."""
+    s = np.asarray(s, dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return float(np.max(np.abs(s[1:] / s[0] - 1.0))) if s.size > 1 else 0.0
+
+
 def fwd_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
-    """RMS of the layer-L/2 activity at step 0 of linear nets (first optimiser), per variant and (N, L)."""
+    """Linear nets, layer L/2 (a hidden N × N weight), per variant and (N, L): the activity RMS at step 0
+    (first optimiser), the raw weight's spectral norm ‖W‖₂ at step 0 (F6; the optimisers share their
+    initial weights) and, per optimiser, its drift over the recorded BP steps (F6, over t)."""
     fp = cfg.fwd_pass
+    cells = [(i, j, f"N{N}_L{L}") for i, N in enumerate(fp.widths) for j, L in enumerate(fp.depths)]
     out = {}
     for v in fp.variants:
-        d = read(f"{fwd_key('linear', fp.optims[0], v)}/fwd_pass.npz")["avg_activity_l2_per_N_L"]
-        out[f"rms_t0_hidden_L2/linear_{v}"] = {f"N{N}_L{L}": float(d[2, 0, i, j])
-                                              for i, N in enumerate(fp.widths) for j, L in enumerate(fp.depths)}
+        d = read(f"{fwd_key('linear', fp.optims[0], v)}/fwd_pass.npz")
+        rms, spec = d["avg_activity_l2_per_N_L"], d["param_spectral_norms_per_N_L"]
+        out[f"rms_t0_hidden_L2/linear_{v}"] = {k: float(rms[2, 0, i, j]) for i, j, k in cells}
+        out[f"spectral_t0_hidden_L2/linear_{v}"] = {k: float(spec[2, 0, i, j]) for i, j, k in cells}
+    for optim in fp.optims:
+        for v in fp.variants:
+            spec = read(f"{fwd_key('linear', optim, v)}/fwd_pass.npz")["param_spectral_norms_per_N_L"]
+            out[f"spectral_drift_hidden_L2/linear_{optim}_{v}"] = {k: spectral_drift(spec[2, :, i, j])
+                                                                    for i, j, k in cells}
     return out
 
 

@@ -1,0 +1,82 @@
+"""mupc_analysis's F6 claims on hand-made metrics: each holds on numbers shaped like the measured ones
+and fails when the number it turns on moves (the spectral norms of the forward-pass experiment)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from pipeline import claims
+from pipeline.studies.mupc.analysis.claims import CLAIMS, over_gaussian_edge
+
+STAGE = "mupc_analysis_extract@analysis_metrics"
+CELLS = ("N16_L8", "N16_L16", "N1024_L8", "N1024_L16")
+SQRT = {"N16": 8.0, "N1024": 64.0}  # 2√N
+
+
+def _grid(value) -> dict[str, float]:
+    return {c: value(c) for c in CELLS}
+
+
+FWD = {
+    **{f"spectral_t0_hidden_L2/linear_{v}": _grid(lambda c: 1.14) for v in ("sp_no_skips", "sp_skips")},
+    **{f"spectral_t0_hidden_L2/linear_{v}": _grid(lambda c: 0.95 * SQRT[c.split("_")[0]])
+       for v in ("depth_mup_no_skips", "depth_mup_skips")},
+    "spectral_t0_hidden_L2/linear_orthogonal": _grid(lambda c: 1.0),
+    **{f"spectral_drift_hidden_L2/linear_{o}_depth_mup_skips": _grid(lambda c: 4e-4) for o in ("sgd", "adam")},
+    "spectral_drift_hidden_L2/linear_adam_orthogonal": _grid(lambda c: 0.05),
+}
+METRICS = {"profile": "paper", "fwd_pass": FWD}
+
+
+def _claim(cid: str):
+    return next(c for c in CLAIMS if c.id == cid)
+
+
+def _row(cid: str, metrics: dict) -> dict:
+    return claims.evaluate(_claim(cid), "mupc_analysis", "paper", {STAGE: metrics}.get)
+
+
+F6 = [c.id for c in CLAIMS if "F6" in c.figures]
+
+
+def test_every_f6_claim_holds_on_the_fixture():
+    assert len(F6) == 4
+    for cid in F6:
+        assert _row(cid, METRICS)["status"] == "holds", cid
+
+
+@pytest.mark.parametrize(("cid", "key", "cell", "value"), [
+    # SP's raw weights growing with width (e.g. an init without the 1/√fan_in scale)
+    ("sp_weight_spectral_norm_O1", "spectral_t0_hidden_L2/linear_sp_skips", "N1024_L16", 9.0),
+    # Depth-μP's weights off the Gaussian edge: scaled like SP, or twice the edge
+    ("depth_mup_weight_spectral_norm_sqrt_width", "spectral_t0_hidden_L2/linear_depth_mup_skips", "N1024_L8", 1.15),
+    ("depth_mup_weight_spectral_norm_sqrt_width", "spectral_t0_hidden_L2/linear_depth_mup_no_skips", "N16_L8", 16.0),
+    ("depth_mup_weights_stable_in_training", "spectral_drift_hidden_L2/linear_adam_depth_mup_skips", "N16_L16", 0.02),
+    ("depth_mup_weights_stable_in_training", "spectral_drift_hidden_L2/linear_sgd_depth_mup_skips", "N16_L16",
+     float("nan")),  # an overflowed step never counts as stable
+    ("adam_moves_orthogonal_weights_more", "spectral_drift_hidden_L2/linear_adam_orthogonal", "N16_L8", 1e-4),
+])
+def test_an_f6_claim_fails_when_its_metric_moves(cid, key, cell, value):
+    moved = copy.deepcopy(METRICS)
+    moved["fwd_pass"][key][cell] = value
+    row = _row(cid, moved)
+    assert row["status"] == "fails" and row["surprise"], row
+
+
+def test_a_missing_variant_leaves_the_claim_unmeasured_or_failing():
+    moved = copy.deepcopy(METRICS)
+    del moved["fwd_pass"]["spectral_drift_hidden_L2/linear_adam_orthogonal"]
+    assert _row("adam_moves_orthogonal_weights_more", moved)["status"] == "not measured"
+    for k in [k for k in moved["fwd_pass"] if "depth_mup" in k and k.startswith("spectral_t0")]:
+        del moved["fwd_pass"][k]
+    assert _row("depth_mup_weight_spectral_norm_sqrt_width", moved)["status"] == "fails"  # nothing to check
+
+
+def test_over_gaussian_edge_reads_the_width_from_the_key():
+    ok, ratios = over_gaussian_edge({"N16_L8": 7.2, "N64_L8": 15.0}, lo=0.75, hi=1.1)
+    assert ok and ratios == {"N16_L8": pytest.approx(0.9), "N64_L8": pytest.approx(15.0 / 16.0)}
+    assert not over_gaussian_edge({"N16_L8": 7.2, "N64_L8": 7.2}, lo=0.75, hi=1.1)[0]  # flat in width
+    assert not over_gaussian_edge({"L8": 7.2}, lo=0.75, hi=1.1)[0]  # no width in the key
+    assert over_gaussian_edge({}, lo=0.75, hi=1.1) == (False, None)

@@ -121,6 +121,9 @@ def test_activity_decay_headline_matches_hand_computation(synth):
         maxes = [max(arrays_for(rc)[0]["test_accs"]) for rc in sorted(runs, key=lambda r: r.seed)]
         key = "0.1" if d == 0.1 else "0"
         assert head["max_test_acc_per_decay"]["act_lr=0.5"][key] == pytest.approx(sum(maxes) / len(maxes))
+        # the same cells keyed by coordinates, as the activity-decay claim reads them
+        assert head["max_test_acc_by_decay"][f"act_lr=0.5/decay={key}"] == head["max_test_acc_per_decay"][
+            "act_lr=0.5"][key]
 
 
 def test_best_lr_is_computed_from_final_accuracy(synth):
@@ -139,6 +142,26 @@ def test_contour_optimum_recorded(synth):
     opt = head["contour_optimum"]
     assert set(opt) >= {f"notebook/{a}/loss/H={h}" for a in ("linear", "tanh", "relu") for h in (2, 4, 8)}
     assert all(v is None or set(v) == {"act_lr", "param_lr"} for v in opt.values())
+
+
+def test_contour_grid_and_best_values_recorded(synth):
+    """F25: the swept grid and, at each optimum, the mean over seeds of the metric (max test acc for the
+    accuracy rows), computed by hand from the synthetic runs."""
+    _, g = synth
+    _, head = draw("F25", synth)
+    runs = g["S8"]
+    assert head["contour_grid"] == {"dataset": "fashion_mnist", "N": [16], "H": sorted({rc.H for rc in runs}),
+                                    "act_lr": sorted({rc.act_lr for rc in runs}),
+                                    "param_lr": sorted({rc.param_lr for rc in runs})}
+    for act in ("linear", "tanh", "relu"):
+        opt = head["contour_optimum"][f"notebook/{act}/acc"]
+        cell = [rc for rc in runs if rc.act == act and rc.act_lr == opt["act_lr"] and rc.param_lr == opt["param_lr"]]
+        want = np.mean([max(arrays_for(rc)[0]["test_accs"]) for rc in cell])
+        assert head["contour_best"][f"notebook/{act}/acc"] == pytest.approx(want)
+        every = [np.mean([max(arrays_for(rc)[0]["test_accs"]) for rc in runs if rc.act == act and
+                          rc.act_lr == a and rc.param_lr == p]) for a in head["contour_grid"]["act_lr"]
+                 for p in head["contour_grid"]["param_lr"]]
+        assert want == pytest.approx(max(every))
 
 
 def test_table_selection_fails_clearly_on_smoke_grid(synth):

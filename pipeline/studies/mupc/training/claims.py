@@ -1,6 +1,7 @@
 """mupc_training's claims (F7–F25; paper Figs. 1, 3, 5 and spec §8.3): standard PC loses accuracy
-and conditioning with depth, μPC trains at every depth and width where PC stays at chance, and
-μPC's best learning rates transfer across width and depth.
+and conditioning with depth and activity decay does not rescue it, μPC trains at every depth and
+width where PC stays at chance, and μPC's best learning rates transfer across width and depth and
+from MNIST to Fashion-MNIST, whose optimum the lr grid brackets.
 
 The accuracies read are means over seeds of the selected learning rates, never single runs: PC
 inference with Adam from the feed-forward start is ill-conditioned (hidden errors are exactly
@@ -47,6 +48,57 @@ def both_train(a: Any, b: Any) -> tuple[bool, Any]:
     """Every final accuracy of both families is at least ``TRAINS``; measured: each one's."""
     va, vb = (each(x, check=partial(at_least, threshold=TRAINS)) for x in (a, b))
     return va[0] and vb[0], [va[1], vb[1]]
+
+
+def loss_optima(contour_optimum: Any) -> dict[str, tuple[float, float]] | None:
+    """The notebook-aggregation min-train-loss optimum (act lr, param lr) per activation of a contour
+    family without a swept N/H (F25: keys ``notebook/<act>/loss``)."""
+    if not isinstance(contour_optimum, Mapping):
+        return None
+    out = {}
+    for key, opt in contour_optimum.items():
+        parts = key.split("/")
+        if len(parts) == 3 and parts[0] == "notebook" and parts[2] == "loss" and isinstance(opt, Mapping):
+            out[parts[1]] = (opt["act_lr"], opt["param_lr"])
+    return out or None
+
+
+def single(grid: Any, axis: str) -> Any:
+    """The one value of a contour grid's axis (F25's N and H), else None."""
+    vals = grid.get(axis) if isinstance(grid, Mapping) else None
+    return vals[0] if isinstance(vals, list) and len(vals) == 1 else None
+
+
+def near_mnist_optimum(fm_opt: Any, fm_grid: Any, mn_opt: Any, mn_grid: Any, *, factor: float) -> tuple[bool, Any]:
+    """Per activation, the Fashion-MNIST loss optimum (F25) is within ``factor`` of the MNIST optimum
+    of the same width and depth (F23's cell at F25's N; F23's H must be F25's) on both lrs; measured:
+    both optima and the ratios (≥ 1) per activation."""
+    fm = loss_optima(fm_opt)
+    n, h = single(fm_grid, "N"), single(fm_grid, "H")
+    if fm is None or n is None or h is None or single(mn_grid, "H") != h or not isinstance(mn_opt, Mapping):
+        return False, None
+    ok, measured = True, {}
+    for act, (a, p) in sorted(fm.items()):
+        m = mn_opt.get(f"notebook/{act}/loss/N={n}")
+        if not isinstance(m, Mapping):
+            ok, measured[act] = False, {"fmnist": [a, p], "mnist": None}
+            continue
+        ratios = [max(x, y) / min(x, y) for x, y in ((a, m["act_lr"]), (p, m["param_lr"]))]
+        ok &= all(r <= factor * (1 + 1e-9) for r in ratios)
+        measured[act] = {"fmnist": [a, p], "mnist": [m["act_lr"], m["param_lr"]], "ratios": ratios}
+    return ok, {"N": n, "H": h, **measured}
+
+
+def interior_optimum(opt: Any, grid: Any) -> tuple[bool, Any]:
+    """Per activation, the loss optimum lies strictly inside the swept lr grid on both axes (the grid
+    brackets it: neither lr is the grid's smallest or largest); measured: the optima and the grid."""
+    optima = loss_optima(opt)
+    if optima is None or not isinstance(grid, Mapping):
+        return False, None
+    axes = {k: sorted(grid.get(k) or []) for k in ("act_lr", "param_lr")}
+    inside = {act: all(len(axes[k]) >= 3 and axes[k][0] < v < axes[k][-1] for k, v in zip(axes, pair))
+              for act, pair in optima.items()}
+    return all(inside.values()), {"optima": {a: list(p) for a, p in sorted(optima.items())}, "grid": axes}
 
 
 FALLS = partial(trend, axis="H", direction="down")
@@ -114,6 +166,11 @@ CLAIMS = (
           "BP with Depth-μP trains every activation (best lr at least 10 points above chance).",
           ((fam("F21"), "best_final_acc"),), partial(each, check=partial(at_least, threshold=TRAINS)),
           figures=("F21",)),
+    Claim("activity_decay_does_not_help_pc", "F22 (max_test_accs_per_activity_decay)",
+          "Activity decay does not rescue standard PC (linear, no skips): for every activity lr the max test "
+          "accuracy with the strongest decay is below that without decay.",
+          ((fam("F22"), "max_test_acc_by_decay"),), partial(trend, axis="decay", direction="down"),
+          figures=("F22",)),
     Claim("mupc_lr_transfers_across_width", "F23 (paper Fig. 5)",
           "μPC's best (activity lr, param lr) by min train loss is the same at every width, for every "
           "activation (zero-shot transfer).",
@@ -123,5 +180,25 @@ CLAIMS = (
           "μPC's best (activity lr, param lr) by min train loss is the same at every depth, for every activation.",
           ((fam("F24"), "transfer_depth"),), ONE_OPTIMUM, figures=("F24",),
           fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"}),
+    Claim("mupc_trains_on_fmnist", "F25 (max_test_accs_over_lrs_Fashion-MNIST)",
+          "μPC trains on Fashion-MNIST: at the best (activity lr, param lr) of the accuracy contour the max "
+          "test accuracy (mean over seeds) is at least 10 points above chance for every activation.",
+          ((fam("F25"), "contour_best"),), partial(each, keys=r"notebook/\w+/acc",
+                                                    check=partial(at_least, threshold=TRAINS)),
+          figures=("F25",)),
+    Claim("mupc_fmnist_optimum_near_mnist", "F25 vs F23 (min_train_losses_over_lrs; spec §5.3)",
+          "μPC's lrs carry over from MNIST to Fashion-MNIST: the F-MNIST min-train-loss optimum is within a "
+          "factor 5 (one step of the paper's lr grid) of the MNIST optimum at the same width and depth, on both "
+          "lrs, for every activation (the notebook moved the param lr from 0.1 to 0.05).",
+          ((fam("F25"), "contour_optimum"), (fam("F25"), "contour_grid"), (fam("F23"), "contour_optimum"),
+           (fam("F23"), "contour_grid")), partial(near_mnist_optimum, factor=5.0),
+          figures=("F25", "F23")),
+    Claim("mupc_fmnist_optimum_interior", "F25 (min_train_losses_over_lrs_Fashion-MNIST)",
+          "The F-MNIST min-train-loss optimum is an interior region of the lr grid: for every activation "
+          "neither its activity lr nor its param lr is the grid's smallest or largest.",
+          ((fam("F25"), "contour_optimum"), (fam("F25"), "contour_grid")), interior_optimum,
+          figures=("F25",),
+          fails_on={"smoke": "smoke's grid has two lrs per axis (act 1, 0.1; param 0.1, 0.01): no interior cell",
+                    "gpu_medium": "gpu_medium's param-lr grid has two values (0.1, 0.01): no interior cell"}),
 )
 

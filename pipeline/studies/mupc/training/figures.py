@@ -704,6 +704,11 @@ def cell_h(runs: Sequence[RunConfig]) -> str:
     return ",".join(str(h) for h in values(runs, "H"))
 
 
+def decimal(v: float) -> str:
+    """Plain decimal text (0.0001, never 1e-04), so a key's coordinates parse as numbers."""
+    return np.format_float_positional(float(v), trim="-")
+
+
 def activity_decay(env: Env) -> list[Figure]:
     """F22: per activity lr, max test accuracy (per seed) vs activity decay, mean ± std."""
     sweep = "S5"
@@ -712,6 +717,7 @@ def activity_decay(env: Env) -> list[Figure]:
     decays = values(runs, "activity_decay", descending=True)
     fig, axes = grid_axes(1, len(a_lrs))
     head = env.headline.setdefault("max_test_acc_per_decay", {})
+    grid = env.headline.setdefault("max_test_acc_by_decay", {})  # the same cells keyed act_lr=<a>/decay=<c>
     for j, a_lr in enumerate(a_lrs):
         seeds = values(runs, "seed")
         mat = np.zeros((len(seeds), len(decays)))
@@ -729,6 +735,7 @@ def activity_decay(env: Env) -> list[Figure]:
         axes[0, j].set_ylabel("Test accuracy (%)")
         axes[0, j].set_title(f"activity lr {lr_label(a_lr)}")
         head[f"act_lr={fmt_num(a_lr)}"] = {fmt_num(d): float(v) for d, v in zip(decays, m)}
+        grid.update({f"act_lr={decimal(a_lr)}/decay={decimal(d)}": float(v) for d, v in zip(decays, m)})
     rc = runs[0]
     fig.suptitle(f"{DS_NAME[rc.dataset]}: SP PC {rc.act}, H={rc.H}, N={rc.N}: activity decay")
     return [finish(env, fig, f"F22_activity_decay_{rc.dataset}",
@@ -771,8 +778,9 @@ def edges(v: Sequence[float]) -> np.ndarray:
 
 
 def draw_contour(ax: plt.Axes, p_lrs: list[float], a_lrs: list[float], z: np.ndarray, cmap: str,
-                 label: str, best: str) -> tuple[float, float] | None:
-    """Heat map of log10 values over (act lr, param lr), log axes; −∞/NaN cells hatched as failed."""
+                 label: str, best: str) -> tuple[float, float, float] | None:
+    """Heat map of log10 values over (act lr, param lr), log axes; −∞/NaN cells hatched as failed.
+    Returns the optimum (act lr, param lr, value there, 10^z) or None when no cell is finite."""
     pa, aa = np.asarray(p_lrs)[::-1], np.asarray(a_lrs)[::-1]  # ascending
     zz = np.asarray(z, dtype=float)[::-1, ::-1]
     masked = np.ma.masked_invalid(zz)
@@ -793,7 +801,7 @@ def draw_contour(ax: plt.Axes, p_lrs: list[float], a_lrs: list[float], z: np.nda
     if idx is None:
         return None
     ax.plot(aa[idx[1]], pa[idx[0]], marker="*", color="gold", ms=12, mec="k")
-    return float(aa[idx[1]]), float(pa[idx[0]])
+    return float(aa[idx[1]]), float(pa[idx[0]]), float(10 ** zz[idx])
 
 
 def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
@@ -802,6 +810,9 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     head = env.headline.setdefault("contour_optimum", {})
+    best_value = env.headline.setdefault("contour_best", {})  # the mean over seeds at each optimum
+    env.headline["contour_grid"] = {"dataset": runs[0].dataset, "N": values(runs, "N"), "H": values(runs, "H"),
+                                    "act_lr": values(runs, "act_lr"), "param_lr": values(runs, "param_lr")}
     for clean in variants(env):
         ds = runs[0].dataset
         acts = values(runs, "act")
@@ -823,6 +834,7 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
                     ax.set_title(f"{act}" + (f", {over}={v}" if over else "") + f" ({what})", fontsize=9)
                     key = f"{'clean' if clean else 'notebook'}/{act}/{what}" + (f"/{over}={v}" if over else "")
                     head[key] = None if opt is None else {"act_lr": opt[0], "param_lr": opt[1]}
+                    best_value[key] = None if opt is None else opt[2]
         word = {"N": "width", "H": "depth", None: "F-MNIST"}[over]
         fig.suptitle(f"{DS_NAME[ds]}: μPC hyper-parameter transfer ({word})" + (" (clean)" if clean else ""))
         if over == "N":

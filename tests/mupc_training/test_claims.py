@@ -1,0 +1,93 @@
+"""mupc_training's F22 and F25 claims on hand-made metrics: each holds on numbers shaped like the
+render's and fails when the number it turns on moves."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from pipeline import claims
+from pipeline.studies.mupc.training.claims import CLAIMS, interior_optimum, near_mnist_optimum
+
+ACTS = ("linear", "tanh", "relu")
+PAPER_GRID = {"act_lr": [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 50, 100, 500, 1000], "param_lr": [0.01, 0.05, 0.1, 0.5]}
+DECAY_ACC = {"0.5": (88.0, 87.5, 60.0), "0.1": (86.0, 86.4, 41.0), "0.05": (80.0, 79.0, 30.0)}  # decay 0, 0.1, 1
+F22 = {"max_test_acc_by_decay": {f"act_lr={a}/decay={d}": v for a, vals in DECAY_ACC.items()
+                                 for d, v in zip(("0", "0.1", "1"), vals)}}
+F23 = {"contour_grid": {"dataset": "mnist", "N": [64, 512, 1024], "H": [8], **PAPER_GRID},
+       "contour_optimum": {f"notebook/{a}/loss/N={n}": {"act_lr": 0.5 if a == "relu" else 1.0, "param_lr": 0.1}
+                           for a in ACTS for n in (64, 512, 1024)}}
+F25 = {"contour_grid": {"dataset": "fashion_mnist", "N": [512], "H": [8], **PAPER_GRID},
+       "contour_optimum": {**{f"notebook/{a}/loss": {"act_lr": 1.0, "param_lr": 0.05} for a in ACTS},
+                           **{f"notebook/{a}/acc": {"act_lr": 0.5, "param_lr": 0.05} for a in ACTS}},
+       "contour_best": {**{f"notebook/{a}/acc": 84.0 for a in ACTS}, **{f"notebook/{a}/loss": 0.02 for a in ACTS}}}
+METRICS = {"mupc_training_render@F22": F22, "mupc_training_render@F23": F23, "mupc_training_render@F25": F25}
+NEW = ("activity_decay_does_not_help_pc", "mupc_trains_on_fmnist", "mupc_fmnist_optimum_near_mnist",
+       "mupc_fmnist_optimum_interior")
+
+
+def _row(cid: str, metrics: dict, profile: str = "paper") -> dict:
+    claim = next(c for c in CLAIMS if c.id == cid)
+    return claims.evaluate(claim, "mupc_training", profile, metrics.get)
+
+
+@pytest.mark.parametrize("cid", NEW)
+def test_the_claim_holds_on_the_fixture(cid):
+    assert _row(cid, METRICS)["status"] == "holds"
+
+
+def _moved(stage: str, *path_and_value):
+    m = copy.deepcopy(METRICS)
+    *path, value = path_and_value
+    node = m[f"mupc_training_render@{stage}"]
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return m
+
+
+@pytest.mark.parametrize(("cid", "moved"), [
+    # one activity lr where the strongest decay ends above no decay
+    ("activity_decay_does_not_help_pc", _moved("F22", "max_test_acc_by_decay", "act_lr=0.05/decay=1", 81.0)),
+    ("mupc_trains_on_fmnist", _moved("F25", "contour_best", "notebook/relu/acc", 19.5)),
+    # F-MNIST's param lr a factor 10 from MNIST's (two steps of the paper's grid)
+    ("mupc_fmnist_optimum_near_mnist", _moved("F25", "contour_optimum", "notebook/tanh/loss",
+                                              {"act_lr": 1.0, "param_lr": 0.01})),
+    ("mupc_fmnist_optimum_near_mnist", _moved("F25", "contour_optimum", "notebook/linear/loss",
+                                              {"act_lr": 10.0, "param_lr": 0.1})),
+    # the MNIST sweep ran at another depth: no cell to compare with
+    ("mupc_fmnist_optimum_near_mnist", _moved("F23", "contour_grid", "H", [16])),
+    # an optimum on the edge of the grid (the grid does not bracket it)
+    ("mupc_fmnist_optimum_interior", _moved("F25", "contour_optimum", "notebook/relu/loss",
+                                            {"act_lr": 1000.0, "param_lr": 0.05})),
+    ("mupc_fmnist_optimum_interior", _moved("F25", "contour_optimum", "notebook/linear/loss",
+                                            {"act_lr": 1.0, "param_lr": 0.5})),
+])
+def test_the_claim_fails_when_its_metric_moves(cid, moved):
+    row = _row(cid, moved)
+    assert row["status"] == "fails" and row["surprise"], row
+
+
+def test_decay_claim_is_unmeasured_without_the_grid():
+    m = copy.deepcopy(METRICS)
+    del m["mupc_training_render@F22"]["max_test_acc_by_decay"]
+    assert _row("activity_decay_does_not_help_pc", m)["status"] == "not measured"
+
+
+def test_near_and_interior_measure_what_they_compare():
+    ok, measured = near_mnist_optimum(F25["contour_optimum"], F25["contour_grid"], F23["contour_optimum"],
+                                      F23["contour_grid"], factor=5.0)
+    assert ok and measured["N"] == 512 and measured["relu"] == {"fmnist": [1.0, 0.05], "mnist": [0.5, 0.1],
+                                                                 "ratios": [2.0, 2.0]}
+    assert not near_mnist_optimum(F25["contour_optimum"], F25["contour_grid"], F23["contour_optimum"],
+                                  F23["contour_grid"], factor=1.5)[0]
+    smoke = {"act_lr": [0.1, 1.0], "param_lr": [0.01, 0.1]}  # two values per axis: no interior at all
+    ok, measured = interior_optimum(F25["contour_optimum"], smoke)
+    assert not ok and measured["grid"] == smoke
+    assert interior_optimum({}, PAPER_GRID) == (False, None)
+
+
+def test_the_interior_claim_says_why_smoke_cannot_show_it():
+    claim = next(c for c in CLAIMS if c.id == "mupc_fmnist_optimum_interior")
+    assert not claim.expected("smoke") and not claim.expected("gpu_medium") and claim.expected("paper")

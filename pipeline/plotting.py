@@ -46,14 +46,27 @@ def dpi() -> int:
     return int(os.environ.get("TRAINSCAPE_DPI", STYLE["savefig.dpi"]))
 
 
+def freeze_layout(fig: plt.Figure) -> Any:
+    """Lay ``fig`` out once and keep that layout; returns its tight bounding box (inches, padded).
+
+    ``savefig`` otherwise runs the layout engine and the tight-box measurement again for every format
+    (two full passes over every axis and label per file, most of a many-panel figure's save time)."""
+    fig.set_dpi(dpi())  # lay out at the resolution the files are written at, as savefig would
+    fig.draw_without_rendering()
+    fig.set_layout_engine(None)  # positions stay where the engine put them
+    return fig.get_tightbbox().padded(matplotlib.rcParams["savefig.pad_inches"])
+
+
 def save_mpl(fig: plt.Figure, base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
-    """Save ``fig`` as ``<base>.<fmt>`` for each format, atomically; close it; return the paths."""
+    """Save ``fig`` as ``<base>.<fmt>`` for each format, atomically, from one layout; close it; return the
+    paths."""
     base = Path(base)
+    bbox = freeze_layout(fig)
     out = []
     for fmt in formats:
         path = base.with_name(f"{base.name}.{fmt}")
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=dpi(), metadata=_META.get(fmt))
+            fig.savefig(tmp, format=fmt, dpi=dpi(), metadata=_META.get(fmt), bbox_inches=bbox)
         out.append(path)
     plt.close(fig)
     return out

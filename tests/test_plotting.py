@@ -1,0 +1,43 @@
+"""save_mpl lays a figure out once for all its formats: the files must be those of a plain savefig."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.plotting import _META, dpi, plt, save_mpl
+
+
+def figure() -> plt.Figure:
+    """Constrained layout, log axes, a legend placed 'best', a heat map with a colour bar, a suptitle."""
+    rng = np.random.default_rng(0)
+    fig, axes = plt.subplots(1, 3, figsize=(9, 3), layout="constrained")
+    x = np.arange(1, 33)
+    for k in range(4):
+        axes[0].plot(x, np.exp(rng.normal(0, 0.3, x.size).cumsum() / 4) * (k + 1), label=f"H={2 ** k}")
+    axes[0].set_yscale("log")
+    axes[0].legend()
+    axes[1].plot(x, x**2)
+    axes[1].set_title("a long title that the layout has to make room for")
+    im = axes[2].imshow(rng.random((6, 6)), cmap="viridis")
+    fig.colorbar(im, ax=axes[2], label="κ")
+    fig.suptitle("test figure")
+    return fig
+
+
+@pytest.mark.parametrize("raster_dpi", ["40", None])
+def test_save_mpl_writes_what_savefig_writes(tmp_path, monkeypatch, raster_dpi):
+    if raster_dpi:
+        monkeypatch.setenv("TRAINSCAPE_DPI", raster_dpi)
+    fig = figure()
+    for fmt in ("png", "pdf"):
+        fig.savefig(tmp_path / f"plain.{fmt}", format=fmt, dpi=dpi(), metadata=_META.get(fmt))
+    plt.close(fig)
+    paths = save_mpl(figure(), tmp_path / "once")
+    assert [p.name for p in paths] == ["once.png", "once.pdf"]
+    plain, once = plt.imread(tmp_path / "plain.png"), plt.imread(tmp_path / "once.png")
+    assert plain.shape == once.shape
+    assert np.array_equal(plain, once)  # same layout, same tight box, same legend place: the same pixels
+    assert (tmp_path / "once.pdf").read_bytes()[:5] == b"%PDF-"
+    assert abs((tmp_path / "once.pdf").stat().st_size - (tmp_path / "plain.pdf").stat().st_size) < 200
+    assert not plt.get_fignums()  # save_mpl closes the figure

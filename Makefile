@@ -72,7 +72,9 @@ test: setup
 lint: setup
 	$(BIN)/ruff check .
 
+# the stages' tracking journals go into MLflow first (pipeline/tracking.py), then the UI starts
 ui: setup
+	$(BIN)/python -m pipeline.tracking sync
 	@echo "runs: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
 	  --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} \

@@ -36,7 +36,9 @@ def write_files(folder: Path, output: Output) -> list[Path]:
 
 
 def log_runs(tracker: Tracker, runs: list[Run], folder: Path) -> dict[str, str]:
-    """Each :class:`Run` as a child of the stage's run; returns ``{name: run id}``."""
+    """Each :class:`Run` as a child of the stage's run; returns ``{name: run id}`` (run keys in
+    journal mode, see :mod:`pipeline.tracking`). Files are logged from ``folder`` before it is swapped
+    in: the journal links them as they are, so they need not exist under that name afterwards."""
     ids = {}
     for run in runs:
         with tracker.child(run.name, run.params, tags=run.tags) as child:
@@ -86,6 +88,7 @@ def write_part(study: str, kind: str, unit: str, part: Output, tracker: Tracker,
         write_files(tmp, part)
         children = log_runs(tracker, part.runs, tmp)
         write_json(tmp / "meta.json", {**provenance, **part.meta, "mlflow_children": children})
+    tracker.checkpoint()  # the part's runs are journaled with it: a killed stage's parts still reach MLflow
     return children
 
 

@@ -27,10 +27,36 @@ def build_manifest(sidecars: list[dict[str, Any]]) -> dict[str, Any]:
     return {"figures": figures}
 
 
+def link_runs(manifest: dict[str, Any], runs: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """The manifest with MLflow run ids for the run keys the stages recorded (``runs``: key →
+    ``{run_id, experiment_id}``, :func:`pipeline.tracking.run_map` after a sync), so its links open
+    the runs. Each figure keeps its key as ``mlflow_run_key``; a figure whose key is not synced yet
+    gets no run id (its sources keep their keys). Ids of ``TRAINSCAPE_TRACKING=direct`` stages are
+    MLflow's already: they come with an experiment id and stay."""
+
+    def real(key: str | None) -> str | None:
+        return runs[key]["run_id"] if key in runs else key
+
+    figures = []
+    for entry in manifest["figures"]:
+        key = entry.get("mlflow_run_key", entry.get("mlflow_run_id"))
+        out = {**entry, "mlflow_run_key": key}
+        if key in runs:
+            out.update(mlflow_run_id=runs[key]["run_id"], mlflow_experiment_id=runs[key]["experiment_id"])
+        elif not entry.get("mlflow_experiment_id"):
+            out["mlflow_run_id"] = None
+        if "sources" in entry:
+            out["sources"] = [{**src, "mlflow_run_id": real(src.get("mlflow_run_id")),
+                               "children": {n: real(k) for n, k in src.get("children", {}).items()}}
+                              for src in entry["sources"]]
+        figures.append(out)
+    return {**manifest, "figures": figures}
+
+
 def _run_link(entry: dict[str, Any], ui: str) -> str:
     rid, eid = entry.get("mlflow_run_id"), entry.get("mlflow_experiment_id")
     if not rid:
-        return "tracking off"
+        return "not in MLflow yet (sync pending)" if entry.get("mlflow_run_key") else "tracking off"
     # MLflow 3 shows GenAI pages unless the link asks for the model-training views
     href = f"{ui}/#/experiments/{eid}/runs/{rid}" if eid else f"{ui}/#/runs/{rid}"
     href += "?workflowType=machine_learning"

@@ -29,7 +29,7 @@ from pipeline.executor import executor_name, mapper
 from pipeline.paths import stage_name, study_dir
 from pipeline.provenance import data_checksums, git_state
 from pipeline.records import read_file, write_metrics, write_part, write_unit
-from pipeline.tracking import Tracker, dataset_inputs, provenance_tags
+from pipeline.tracking import Tracker, dataset_inputs, provenance_tags, tracking_mode
 
 
 @dataclass
@@ -53,6 +53,7 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
             params: Params | None = None) -> Prepared:
     """Validate everything a stage needs; raise :class:`ConfigError` before any compute."""
     params = params or load_params()
+    tracking_mode()  # a bad TRAINSCAPE_TRACKING stops the stage here, before any compute
     if profile is not None and profile != params.profile:
         raise ConfigError(f"params.yaml: profile = {params.profile!r} is not allowed here; allowed: {profile!r}, "
                           f"the profile dvc.yaml was generated for (switch with `make profile P={params.profile}`)")

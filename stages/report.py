@@ -1,5 +1,8 @@
 """`python -m stages.report [study ...]`: the gallery and manifest over the studies' render units.
 
+It first replays the stages' tracking journals into MLflow (:func:`pipeline.tracking.sync`), so the
+manifest and the gallery link the MLflow runs themselves.
+
 The `report` stage of dvc.yaml passes no study: every declared study. Naming studies builds a
 gallery of just those (e.g. in a test that renders one study)."""
 
@@ -11,7 +14,8 @@ from pipeline import registry
 from pipeline.config import ConfigError, load_params
 from pipeline.io import read_json, write_bytes, write_json
 from pipeline.paths import repo_root, sidecar_path
-from pipeline.report import build_manifest, gallery_html
+from pipeline.report import build_manifest, gallery_html, link_runs
+from pipeline.tracking import run_map, sync, tracking_mode
 from stages import finish
 
 
@@ -27,10 +31,12 @@ def main(studies: list[str]) -> int:
                 continue
             for unit in render.units(registry.config(study, params)):
                 sidecars.append(read_json(sidecar_path(name, unit)))
+        if params.tracking.enabled and tracking_mode() != "off":
+            print(sync(on_error=params.tracking.on_error).line())
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    manifest = build_manifest(sidecars)
+    manifest = link_runs(build_manifest(sidecars), run_map())
     out = repo_root() / "reports"
     ledger_file = out / "claims.json"  # the claims stage's ledger, shown on top when present
     ledger = read_json(ledger_file) if ledger_file.exists() and not studies else None

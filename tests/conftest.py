@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.tracking import run_map
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -24,9 +26,11 @@ def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_tracking(monkeypatch: pytest.MonkeyPatch, mlflow_uri: str) -> None:
-    """Tests never write to the repository's mlflow.db."""
+def _isolated_tracking(monkeypatch: pytest.MonkeyPatch, mlflow_uri: str, tmp_path: Path) -> None:
+    """Tests never write to the repository's mlflow.db, nor journal into its tracking journal."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_uri)
+    monkeypatch.setenv("TRAINSCAPE_JOURNAL", str(tmp_path / "journal"))
+    monkeypatch.delenv("TRAINSCAPE_TRACKING", raising=False)
     monkeypatch.setenv("MPLBACKEND", "Agg")
 
 
@@ -45,6 +49,12 @@ class RepoCopy:
 
     def dvc(self, *args: str, check: bool = True, timeout: float = 2400) -> subprocess.CompletedProcess:
         return self.run(str(BIN / "dvc"), *args, check=check, timeout=timeout)
+
+    def sync(self) -> dict[str, str]:
+        """Replay the copy's tracking journals into its MLflow store (what its report stage does);
+        returns run key → MLflow run id."""
+        self.run(sys.executable, "-m", "pipeline.tracking", "sync", "--on-error", "fail")
+        return {k: v["run_id"] for k, v in run_map(self.path / ".trainscape" / "journal").items()}
 
     def params(self) -> dict:
         return yaml.safe_load((self.path / "params.yaml").read_text())
@@ -103,8 +113,8 @@ def repo_copy(tmp_path: Path, mlflow_uri: str, data_mirror: Path) -> RepoCopy:
            "TRAINSCAPE_PROGRESS": "off",
            "DVC_NO_ANALYTICS": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    env.pop("TRAINSCAPE_ROOT", None)
-    env.pop("DVC_ROOT", None)
+    for var in ("TRAINSCAPE_ROOT", "DVC_ROOT", "TRAINSCAPE_JOURNAL"):  # the copy journals into its own folder
+        env.pop(var, None)
     env["TRAINSCAPE_DATA_MIRROR"] = str(data_mirror)
     copy = RepoCopy(dst, env)
     copy.run("git", "init", "-q")

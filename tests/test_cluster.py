@@ -67,6 +67,7 @@ def test_queue_of_experiments_logs_every_run_once_to_the_team_server(repo_copy):
             time.sleep(5)
         repo_copy.dvc("queue", "stop", "--kill", check=False)
         assert status.count("Success") == len(LRS), status
+        repo_copy.sync()  # the queued stages journaled into the repository; their runs reach the server now
 
         experiment = _get(url, "experiments/get-by-name?experiment_name=imprint")["experiment"]["experiment_id"]
         runs = _post(url, "runs/search", {"experiment_ids": [experiment], "max_results": 1000})["runs"]

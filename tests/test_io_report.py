@@ -7,7 +7,7 @@ import pytest
 from pipeline.contract import Output, Run
 from pipeline.io import atomic_dir, atomic_path, read_json, read_npz, write_json, write_npz
 from pipeline.records import write_part, write_unit
-from pipeline.report import build_manifest, gallery_html
+from pipeline.report import build_manifest, gallery_html, link_runs
 from pipeline.tracking import Tracker
 
 
@@ -77,6 +77,25 @@ def test_gallery_escapes_and_links_provenance():
     assert "src='../reports/figures/s/a.png'" in page
     assert "http://ui/#/experiments/1/runs/" + "r" * 32 in page
     assert json.dumps  # module used
+
+
+def test_manifest_links_the_mlflow_runs_of_the_recorded_run_keys():
+    key, child, other = "k" * 32, "c" * 32, "o" * 32
+    journal = {**entry("a"), "mlflow_run_id": key, "mlflow_experiment_id": None,
+               "sources": [{"stage": "s_train@u", "mlflow_run_id": key, "children": {"seed0": child}}]}
+    unsynced = {**entry("b"), "mlflow_run_id": other, "mlflow_experiment_id": None}
+    direct = entry("c")  # TRAINSCAPE_TRACKING=direct: MLflow's own ids, with the experiment id
+    runs = {key: {"run_id": "R" * 32, "experiment_id": "7"}, child: {"run_id": "C" * 32, "experiment_id": "7"}}
+    m = link_runs(build_manifest([{"figures": [journal, unsynced, direct]}]), runs)
+    a, b, c = m["figures"]
+    assert (a["mlflow_run_id"], a["mlflow_experiment_id"], a["mlflow_run_key"]) == ("R" * 32, "7", key)
+    assert a["sources"] == [{"stage": "s_train@u", "mlflow_run_id": "R" * 32, "children": {"seed0": "C" * 32}}]
+    assert (b["mlflow_run_id"], b["mlflow_run_key"]) == (None, other)
+    assert (c["mlflow_run_id"], c["mlflow_experiment_id"]) == ("r" * 32, "1")
+    page = gallery_html(m, ui="http://ui")
+    assert "http://ui/#/experiments/7/runs/" + "R" * 32 in page and "k" * 32 not in page
+    assert "not in MLflow yet (sync pending)" in page and "http://ui/#/experiments/1/runs/" + "r" * 32 in page
+    assert link_runs(m, runs) == m  # linking twice changes nothing
 
 
 def test_resumable_unit_lists_the_runs_of_all_its_parts(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.tracking import EXPERIMENT_TAGS, Tracker, dataset_inputs, provenance_tags
+from pipeline.tracking import EXPERIMENT_TAGS, Tracker, dataset_inputs, provenance_tags, run_map, sync
 
 BIN = Path(sys.executable).parent
 SUMS = {"mnist/train-images-idx3-ubyte": "a" * 64, "mnist/train-labels-idx1-ubyte": "b" * 64}
@@ -36,7 +36,8 @@ def server(tmp_path, monkeypatch):
         with tr.child("seed-0", {"seed": 0}) as run:
             run.log_many({"final_acc": 0.93}, {"test_acc": ([0, 1], [0.5, 0.93])})
         tr.parent.log_metrics({"final.acc": 0.93})
-        experiment = tr.experiment_id
+    sync(on_error="fail")  # what the report stage and `make ui` do first
+    experiment = run_map()[tr.parent.run_id]["experiment_id"]
     port = _free_port()
     proc = subprocess.Popen([str(BIN / "mlflow"), "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
                              "--port", str(port), "--workers", "1"], stdout=subprocess.DEVNULL,

@@ -57,14 +57,15 @@ def test_smoke_slice_through_dvc(repo_copy):
 
     # MLflow: one child run per Hessian config, with κ per cell; one per theory run with the ℒ/F* series
     meta = json.loads((p / "artifacts/mupc_analysis/train/hessian_init/meta.json").read_text())
+    ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
     client = MlflowClient(tracking_uri=repo_copy.env["MLFLOW_TRACKING_URI"])
     (child,) = meta["mlflow_children"].values()
-    run = client.get_run(child)
-    assert run.data.tags["mlflow.parentRunId"] == meta["mlflow_run_id"]
+    run = client.get_run(ids[child])
+    assert run.data.tags["mlflow.parentRunId"] == ids[meta["mlflow_run_id"]]
     assert run.data.metrics["kappa_N4_H4"] == pytest.approx(cells[(4, 4)]["kappa"])
     grid_meta = json.loads((p / "artifacts/mupc_analysis/train/theory_grid/meta.json").read_text())
     assert len(grid_meta["mlflow_children"]) == 2 * 2 * 2
-    series = client.get_metric_history(grid_meta["mlflow_children"]["linear/mupc/width_2/2_n_hidden"],
+    series = client.get_metric_history(ids[grid_meta["mlflow_children"]["linear/mupc/width_2/2_n_hidden"]],
                                        "loss_energy_ratio")
     assert [m.step for m in series] == [0, 1, 2]
 

@@ -57,10 +57,11 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     assert len(b1["runs"]) == 1 and b1["runs"][0]["key"].startswith("bp_results/MNIST/width_16/2_n_hidden/relu")
 
     # one MLflow child per run under the sweep's run, with its series and arrays
+    ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
     client = MlflowClient(tracking_uri=mlflow_uri)
     exp = client.get_experiment_by_name("mupc_training")
     children = client.search_runs([exp.experiment_id],
-                                  f"tags.mlflow.parentRunId = '{meta['mlflow_run_id']}'")
+                                  f"tags.mlflow.parentRunId = '{ids[meta['mlflow_run_id']]}'")
     assert sorted(c.info.run_name for c in children) == sorted(f"S5/{e['hash']}" for e in index["runs"])
     child = next(c for c in children if c.info.run_name == f"S5/{rc.hash()}")
     assert child.data.params["hash"] == rc.hash() and child.data.tags["run_key"] == rc.key()

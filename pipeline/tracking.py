@@ -55,6 +55,7 @@ from pipeline.provenance import git_state
 MAX_PARAMS_PER_BATCH = 100
 MAX_TAGS_PER_BATCH = 100
 MAX_METRICS_PER_BATCH = 1000
+MAX_ENTITIES_PER_BATCH = 1000  # params + tags + metrics in one log_batch
 MAX_PARAM_LEN = 6000
 # MLflow 3 opens an experiment on its GenAI overview unless it is marked as model development
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
@@ -187,16 +188,18 @@ class _Store:
 
     def log(self, run_id: str, *, params: ParamItems = (), metrics: MetricItems = (),
             tags: Mapping[str, str] | None = None) -> None:
+        """As few ``log_batch`` calls as MLflow's limits allow: params, tags and metrics share a batch
+        (each call costs several database commits)."""
         from mlflow.entities import Metric, Param, RunTag
 
         params, metrics, tag_items = list(params), list(metrics), list((tags or {}).items())
-        for i in range(0, len(params), MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(run_id, params=[Param(k, v) for k, v in params[i: i + MAX_PARAMS_PER_BATCH]])
-        for i in range(0, len(tag_items), MAX_TAGS_PER_BATCH):
-            self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tag_items[i: i + MAX_TAGS_PER_BATCH]])
-        for i in range(0, len(metrics), MAX_METRICS_PER_BATCH):
-            self.client.log_batch(run_id, metrics=[Metric(k, float(v), int(ts), int(step))
-                                                   for k, v, ts, step in metrics[i: i + MAX_METRICS_PER_BATCH]])
+        while params or metrics or tag_items:
+            p, params = params[:MAX_PARAMS_PER_BATCH], params[MAX_PARAMS_PER_BATCH:]
+            t, tag_items = tag_items[:MAX_TAGS_PER_BATCH], tag_items[MAX_TAGS_PER_BATCH:]
+            room = min(MAX_METRICS_PER_BATCH, MAX_ENTITIES_PER_BATCH - len(p) - len(t))
+            m, metrics = metrics[:room], metrics[room:]
+            self.client.log_batch(run_id, params=[Param(k, v) for k, v in p], tags=[RunTag(k, str(v)) for k, v in t],
+                                  metrics=[Metric(k, float(v), int(ts), int(step)) for k, v, ts, step in m])
 
     def inputs(self, run_id: str, datasets: Mapping[str, Mapping[str, str]]) -> None:
         from mlflow.entities import Dataset, DatasetInput, InputTag
@@ -605,8 +608,9 @@ def _replay(store: _Store, journal: _Pending) -> dict[str, dict[str, str]]:
         if old is not None:
             store.client.delete_run(old.info.run_id)
         parent = ids.get(run.parent) if run.parent else None
-        rid = store.create_run(experiment_id, run.name, {**run.tags, RUN_KEY_TAG: key}, parent, run.start)
-        store.log(rid, params=run.params, metrics=run.metrics, tags=run.later_tags)
+        tags = {**run.tags, **run.later_tags, RUN_KEY_TAG: key}  # tags set later go in with the run
+        rid = store.create_run(experiment_id, run.name, tags, parent, run.start)
+        store.log(rid, params=run.params, metrics=run.metrics)
         for datasets in run.inputs:
             store.inputs(rid, datasets)
         for rel, artifact_path in run.artifacts:

@@ -67,7 +67,7 @@ repro: setup dag
 # Independent tests run on every core (pytest-xdist); work stealing keeps the long pipeline slices
 # from queueing behind each other at the end.
 test: setup
-	$(BIN)/python -m pytest -n auto --dist worksteal
+	$(BIN)/python -m pytest -n auto --dist worksteal --durations=15
 
 lint: setup
 	$(BIN)/ruff check .

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
+import shutil
 import socket
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -33,24 +34,23 @@ def _get(url: str, path: str) -> dict:
     return json.loads(urllib.request.urlopen(f"{url}/api/2.0/mlflow/{path}", timeout=30).read())
 
 
-def _traversable(path: Path) -> None:
-    """PostgreSQL runs as the postgres user when the tests run as root: let it reach the copy."""
-    if os.geteuid() != 0:
-        return
-    for parent in (path, *path.parents):
-        if parent == Path("/tmp") or parent == Path("/"):
-            break
-        parent.chmod(parent.stat().st_mode | 0o011)
+def _state_dir() -> Path:
+    """The cluster's state outside pytest's private temp tree: PostgreSQL runs as the postgres user when
+    the tests run as root and must walk every folder above its data (pytest takes back any permission
+    added to its tree the next time a process asks it for a temp folder)."""
+    state = Path(tempfile.mkdtemp(prefix="trainscape-cluster-", dir="/tmp"))
+    state.chmod(0o711)
+    return state
 
 
 @pytest.mark.cluster
 def test_queue_of_experiments_logs_every_run_once_to_the_team_server(repo_copy):
     repo_copy.set_params(TINY)
-    _traversable(repo_copy.path)
+    state = _state_dir()
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = repo_copy.env
-    env.update(MLFLOW_PORT=str(port), PY=sys.executable, MLFLOW_TRACKING_URI=url)
+    env.update(MLFLOW_PORT=str(port), PY=sys.executable, MLFLOW_TRACKING_URI=url, TRAINSCAPE_CLUSTER_STATE=str(state))
     repo_copy.run("cluster/mlflow-server", "start", timeout=300)
     try:
         repo_copy.dvc("repro", "download@mnist")
@@ -82,7 +82,8 @@ def test_queue_of_experiments_logs_every_run_once_to_the_team_server(repo_copy):
         for run, _ in children:  # no lost metric: the whole test-accuracy curve of every run
             hist = _get(url, f"metrics/get-history?run_id={run['info']['run_id']}&metric_key=test_acc")
             assert len(hist["metrics"]) == TINY["imprint"]["profiles"]["smoke"]["epochs"] + 1
-        log = (repo_copy.path / ".cluster/mlflow.log").read_text()
+        log = (state / "mlflow.log").read_text()
         assert "database is locked" not in log and "Traceback" not in log, log[-3000:]
     finally:
         repo_copy.run("cluster/mlflow-server", "stop", check=False)
+        shutil.rmtree(state, ignore_errors=True)

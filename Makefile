@@ -51,7 +51,7 @@ lock:
 	$(UV) pip compile -q pyproject.toml --extra dev --generate-hashes --no-header $(TORCH_SOURCE) \
 	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
 
-# dvc.yaml is generated from the study declarations and params.yaml (pipeline/graph.py).
+# dvc.yaml is generated from the study declarations and the params files (pipeline/graph.py).
 PY ?= $(BIN)/python
 dag:
 	$(PY) -m pipeline.graph

@@ -57,8 +57,9 @@ def workspace(tmp: Path) -> Path:
     (ws / "artifacts/data").symlink_to(ROOT / "artifacts/data")
     for f in ("params.yaml", "dvc.yaml"):
         shutil.copy(ROOT / f, ws / f)
+    shutil.copytree(ROOT / "params", ws / "params")
     subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
-    subprocess.run(["git", "add", "params.yaml", "dvc.yaml"], cwd=ws, check=True)
+    subprocess.run(["git", "add", "params.yaml", "params", "dvc.yaml"], cwd=ws, check=True)
     subprocess.run(["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "commit", "-qm", "ws"],
                    cwd=ws, check=True)
     return ws

@@ -1,5 +1,8 @@
-"""The one config loader: ``params.yaml`` → typed, validated objects.
+"""The one config loader: ``params.yaml`` and ``params/<study>.yaml`` → typed, validated objects.
 
+``params.yaml`` holds the framework's sections (profile, data, tracking); each study's section is
+its own file, ``params/<study>.yaml``, so that DVC reads a stage's params from a small file (it
+parses the file and walks its whole tree once per key of every stage, in every status and repro).
 Every stage calls :func:`load_params` before any compute. A bad value raises :class:`ConfigError`
 naming the key path, the value and what is allowed. Each study declares its section as frozen
 dataclasses (``SCHEMA`` in ``pipeline/studies/<study>/config.py``); :func:`validate` walks the
@@ -32,7 +35,7 @@ class ConfigError(ValueError):
 def check(cond: bool, path: str, value: Any, allowed: str) -> None:
     """Raise a uniform :class:`ConfigError` unless ``cond``; for cross-field rules in schemas."""
     if not cond:
-        raise ConfigError(f"params.yaml: {path} = {value!r} is not allowed; allowed: {allowed}")
+        raise ConfigError(f"{params_file(path)}: {path} = {value!r} is not allowed; allowed: {allowed}")
 
 
 def bounded(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
@@ -79,7 +82,7 @@ def validate(tp: Any, value: Any, path: str) -> Any:
                 return validate(arg, value, path)
             except ConfigError:
                 continue
-        raise ConfigError(f"params.yaml: {path} = {value!r} is not allowed; allowed: {_describe(tp)}")
+        raise ConfigError(f"{params_file(path)}: {path} = {value!r} is not allowed; allowed: {_describe(tp)}")
     if tp is type(None):
         check(value is None, path, value, "null")
         return None
@@ -116,13 +119,13 @@ def _validate_dataclass(cls: Any, value: Any, path: str) -> Any:
     unknown = sorted(set(value) - set(fields))
     if unknown:
         key = unknown[0]
-        raise ConfigError(f"params.yaml: {path}.{key} is not a known key; allowed keys: {sorted(fields)}")
+        raise ConfigError(f"{params_file(path)}: {path}.{key} is not a known key; allowed keys: {sorted(fields)}")
     kwargs = {}
     for name, f in fields.items():
         sub = f"{path}.{name}" if path else name
         if name not in value:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ConfigError(f"params.yaml: {sub} is missing; expected {_describe(hints[name])}")
+                raise ConfigError(f"{params_file(sub)}: {sub} is missing; expected {_describe(hints[name])}")
             continue
         v = validate(hints[name], value[name], sub)
         lo, hi = f.metadata.get("lo"), f.metadata.get("hi")
@@ -180,11 +183,13 @@ class Params:
     def section(self, study: str) -> dict[str, Any]:
         """The raw section of a study (base values plus its ``profiles`` overrides)."""
         if study not in self.raw:
-            raise ConfigError(f"params.yaml: {study} is missing; every study needs its section")
+            raise ConfigError(f"{params_file(study)} is missing; every study needs its section there")
         return self.raw[study]
 
 
 FRAMEWORK_KEYS = ("profile", "data", "tracking")
+PARAMS_FILE = "params.yaml"
+PARAMS_DIR = "params"
 
 
 def parse_params(raw: dict[str, Any], studies: Iterable[str] | None = None) -> Params:
@@ -194,24 +199,55 @@ def parse_params(raw: dict[str, Any], studies: Iterable[str] | None = None) -> P
         known = {*FRAMEWORK_KEYS, *studies}
         for key in raw:
             if key not in known:
-                raise ConfigError(f"params.yaml: {key} is not a known key; allowed keys: {sorted(known)}")
+                raise ConfigError(f"{params_file(key)}: {key} is not a known key; allowed keys: {sorted(known)}")
     for key in ("profile", "data"):
         if key not in raw:
-            raise ConfigError(f"params.yaml: {key} is missing")
+            raise ConfigError(f"{PARAMS_FILE}: {key} is missing")
     profile = validate(Profile, raw["profile"], "profile")
     data = validate(DataParams, raw["data"], "data")
     tracking = validate(TrackingParams, raw.get("tracking", {}), "tracking")
     return Params(profile=profile, data=data, tracking=tracking, raw=raw)
 
 
-def read_yaml(path: str | Path | None = None) -> dict[str, Any]:
-    with open(Path(path) if path else repo_root() / "params.yaml") as fh:
-        return yaml.safe_load(fh)
+def params_file(key: str) -> str:
+    """The file, relative to the repository, that holds a dotted ``key`` (or a study's section)."""
+    top = key.split(".", 1)[0].split("[", 1)[0]
+    return PARAMS_FILE if top in (*FRAMEWORK_KEYS, "<root>") else f"{PARAMS_DIR}/{top}.yaml"
 
 
-def load_params(path: str | Path | None = None) -> Params:
-    """Read ``params.yaml`` (default: the repository's) and validate the framework sections."""
-    return parse_params(read_yaml(path))
+def _read_mapping(path: Path, name: str) -> dict[str, Any]:
+    with open(path) as fh:
+        doc = yaml.safe_load(fh)
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{name}: holds {type(doc).__name__}; allowed: a mapping")
+    return doc
+
+
+def read_tree(root: str | Path | None = None) -> dict[str, Any]:
+    """``params.yaml`` and every ``params/<study>.yaml`` of ``root`` (default: the repository) as one mapping.
+
+    ``params.yaml`` may hold only the framework's sections; each study file exactly one top-level
+    key, its own name, so that a key's file is known from the key alone (:func:`params_file`).
+    """
+    root = Path(root) if root else repo_root()
+    raw = _read_mapping(root / PARAMS_FILE, PARAMS_FILE)
+    for key in raw:
+        if key not in FRAMEWORK_KEYS:
+            raise ConfigError(f"{PARAMS_FILE}: {key} is not allowed here; allowed keys: {list(FRAMEWORK_KEYS)} "
+                              f"(a study's section lives in {params_file(key)})")
+    for path in sorted((root / PARAMS_DIR).glob("*.yaml")):
+        name = f"{PARAMS_DIR}/{path.name}"
+        doc = _read_mapping(path, name)
+        if list(doc) != [path.stem]:
+            raise ConfigError(f"{name}: top-level keys {list(doc)} are not allowed; allowed: exactly one, "
+                              f"{path.stem!r} (the file's name)")
+        raw[path.stem] = doc[path.stem]
+    return raw
+
+
+def load_params(root: str | Path | None = None) -> Params:
+    """Read the params of ``root`` (default: the repository) and validate the framework sections."""
+    return parse_params(read_tree(root))
 
 
 # --------------------------------------------------------------------------- profiles
@@ -284,7 +320,7 @@ _MISSING = object()
 def load_section(schema: type, raw: dict[str, Any], study: str, profile: str) -> Any:
     """Validate one study's section, resolved for ``profile``, against its schema."""
     if study not in raw:
-        raise ConfigError(f"params.yaml: {study} is missing; every study needs its section")
+        raise ConfigError(f"{params_file(study)} is missing; every study needs its section there")
     return validate(schema, resolve(raw[study], profile, study), study)
 
 

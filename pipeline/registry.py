@@ -1,7 +1,7 @@
 """Discovery: a study is a package under ``pipeline/studies/`` whose ``__init__.py`` defines ``STUDY``.
 
 Its name is its folder path with ``/`` as ``_`` (``mupc/analysis`` → ``mupc_analysis``), which is
-also its ``params.yaml`` section, its MLflow experiment and the prefix of its DVC stages. Finding
+also its params file ``params/<name>.yaml``, its MLflow experiment and the prefix of its DVC stages. Finding
 studies reads files only; a stage imports just the study it runs.
 """
 
@@ -53,5 +53,5 @@ def load(name: str) -> Study:
 
 
 def config(study: Study, params: Params, profile: str | None = None) -> object:
-    """The study's section of ``params.yaml`` resolved for ``profile`` (default: the active one)."""
+    """The study's section (``params/<name>.yaml``) resolved for ``profile`` (default: the active one)."""
     return load_section(study.schema, params.raw, study.name, profile or params.profile)

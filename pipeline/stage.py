@@ -23,7 +23,7 @@ from typing import Any
 from tqdm import tqdm
 
 from pipeline import registry
-from pipeline.config import ConfigError, Params, flatten, load_params, params_hash
+from pipeline.config import ConfigError, Params, flatten, load_params, params_file, params_hash
 from pipeline.contract import Context, Family, Output, Study
 from pipeline.executor import executor_name, mapper
 from pipeline.paths import stage_name, study_dir
@@ -65,7 +65,7 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
     cfg = registry.config(study, params)
     units = list(family.units(cfg))
     if unit not in units:
-        raise ConfigError(f"params.yaml: {study_name} has no {kind} unit {unit!r} under profile "
+        raise ConfigError(f"{params_file(study_name)}: {study_name} has no {kind} unit {unit!r} under profile "
                           f"{params.profile!r}; allowed: {units}")
     fn = getattr(importlib.import_module(family.entry), kind)
     return Prepared(params, study, family, cfg, unit, fn, executor_name())

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.config import params_file, read_tree
 from pipeline.tracking import run_map
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,10 +58,10 @@ class RepoCopy:
         return {k: v["run_id"] for k, v in run_map(self.path / ".trainscape" / "journal").items()}
 
     def params(self) -> dict:
-        return yaml.safe_load((self.path / "params.yaml").read_text())
+        return read_tree(self.path)
 
     def set_params(self, updates: dict, *, regenerate: bool = True) -> None:
-        """Deep-merge ``updates`` into the copy's params.yaml, then rewrite its dvc.yaml (``make dag``)."""
+        """Deep-merge ``updates`` into the copy's params files, then rewrite its dvc.yaml (``make dag``)."""
         data = self.params()
 
         def merge(dst: dict, src: dict) -> None:
@@ -71,7 +72,11 @@ class RepoCopy:
                     dst[k] = v
 
         merge(data, updates)
-        (self.path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        files: dict[str, dict] = {}
+        for key, value in data.items():
+            files.setdefault(params_file(key), {})[key] = value
+        for name, doc in files.items():
+            (self.path / name).write_text(yaml.safe_dump(doc, sort_keys=False))
         if regenerate:
             self.run(sys.executable, "-m", "pipeline.graph")
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from pipeline import checks, claims, graph, registry
-from pipeline.config import PROFILES, load_params, parse_params
+from pipeline.config import PROFILES, load_params, parse_params, read_tree
 from pipeline.contract import Claim
 from pipeline.figure_writer import figure_data
 from pipeline.io import read_json, write_json
@@ -177,7 +177,7 @@ def test_expectations_per_profile_carry_reasons():
 
 
 def _all_render_units(study) -> set[str]:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     render = study.family("render")
     out: set[str] = set()
     for profile in PROFILES:
@@ -187,7 +187,7 @@ def _all_render_units(study) -> set[str]:
 
 
 def _all_metric_stages(study) -> set[str]:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     return set().union(*(claims.published(parse_params({**raw, "profile": p})) for p in PROFILES))
 
 
@@ -219,8 +219,9 @@ def test_claims_cover_every_mupc_figure_family_theme():
 
 @pytest.fixture()
 def fixture_root(tmp_path, monkeypatch):
-    """A workspace holding params.yaml and the imprint metrics only (every other claim: not measured)."""
+    """A workspace holding the params files and the imprint metrics only (every other claim: not measured)."""
     shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copytree(ROOT / "params", tmp_path / "params")
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
     monkeypatch.setenv("TRAINSCAPE_TRACKING", "off")
     for stage, metrics in FIXTURES.items():
@@ -271,7 +272,7 @@ def test_stage_cli_strict_flag_and_env(fixture_root, monkeypatch):
 
 
 def test_claims_stage_deps_are_its_code_and_exactly_the_metrics_it_reads():
-    params = load_params(ROOT / "params.yaml")
+    params = load_params(ROOT)
     stages = graph.stages(params)
     deps = stages["claims"]["deps"]
     metric_deps = {d for d in deps if d.startswith("reports/metrics/")}

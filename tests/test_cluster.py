@@ -57,7 +57,7 @@ def test_queue_of_experiments_logs_every_run_once_to_the_team_server(repo_copy):
         repo_copy.run("git", "add", "-A")
         repo_copy.run("git", "commit", "-q", "-m", "tiny imprint profile, data in the cache")
         for lr in LRS:
-            repo_copy.dvc("exp", "run", "--queue", STAGE, "-S", f"imprint.lr={lr}")
+            repo_copy.dvc("exp", "run", "--queue", STAGE, "-S", f"params/imprint.yaml:imprint.lr={lr}")
         repo_copy.dvc("queue", "start", "-j", "2")
         deadline = time.time() + 900
         while time.time() < deadline:

@@ -11,8 +11,10 @@ from pipeline.config import (
     bounded,
     check,
     flatten,
+    params_file,
     params_hash,
     parse_params,
+    read_tree,
     resolve,
     sources_of,
     validate,
@@ -80,7 +82,7 @@ def test_missing_key_is_named():
 
 
 def test_bad_profile_is_rejected_with_allowed_values():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     raw["profile"] = "nonsense"
     with pytest.raises(ConfigError) as exc:
         parse_params(raw)
@@ -89,7 +91,7 @@ def test_bad_profile_is_rejected_with_allowed_values():
 
 
 def test_unknown_top_level_key_and_dataset():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     with pytest.raises(ConfigError, match="typo is not a known key"):
         parse_params({**raw, "typo": 1}, studies=[k for k in raw if k not in ("profile", "data", "tracking")])
     raw["data"] = {**raw["data"], "datasets": {"cifar": {}}}
@@ -135,3 +137,40 @@ def test_params_hash_follows_resolved_values_only():
 
 def test_flatten():
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": None}) == {"a.b": 1, "a.c": [1, 2], "d": None}
+
+
+def _tree(tmp_path, root: dict, studies: dict[str, dict]):
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(root))
+    for name, doc in studies.items():
+        (tmp_path / "params" / f"{name}.yaml").write_text(yaml.safe_dump(doc))
+    return tmp_path
+
+
+def test_params_files_merge_into_one_tree_and_each_key_names_its_file(tmp_path):
+    root = _tree(tmp_path, {"profile": "smoke", "data": {"mirror_dir": None, "datasets": {}}},
+                 {"toy": {"toy": {"lr": 0.1, "profiles": {"smoke": {"lr": 0.2}}}}})
+    raw = read_tree(root)
+    assert raw == {"profile": "smoke", "data": {"mirror_dir": None, "datasets": {}},
+                   "toy": {"lr": 0.1, "profiles": {"smoke": {"lr": 0.2}}}}
+    assert params_file("toy.profiles.smoke.lr") == "params/toy.yaml"
+    assert params_file("data.datasets.mnist") == params_file("profile") == "params.yaml"
+    with pytest.raises(ConfigError) as exc:
+        validate(int, "x", "toy.lr")
+    assert str(exc.value) == "params/toy.yaml: toy.lr = 'x' is not allowed; allowed: an integer"
+    with pytest.raises(ConfigError) as exc:
+        parse_params(raw).section("other")
+    assert str(exc.value) == "params/other.yaml is missing; every study needs its section there"
+
+
+def test_a_section_in_the_wrong_file_is_refused(tmp_path):
+    root = _tree(tmp_path, {"profile": "smoke", "toy": {"lr": 0.1}}, {})
+    with pytest.raises(ConfigError) as exc:
+        read_tree(root)
+    assert str(exc.value) == ("params.yaml: toy is not allowed here; allowed keys: ['profile', 'data', 'tracking'] "
+                              "(a study's section lives in params/toy.yaml)")
+    (root / "params.yaml").write_text("profile: smoke\n")
+    (root / "params" / "toy.yaml").write_text("other: {lr: 0.1}\n")
+    with pytest.raises(ConfigError, match=r"params/toy.yaml: top-level keys \['other'\] are not allowed; "
+                                          r"allowed: exactly one, 'toy'"):
+        read_tree(root)

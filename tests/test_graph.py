@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipeline import graph, registry
-from pipeline.config import PROFILES, load_params, parse_params
+from pipeline.config import PROFILES, load_params, params_file, parse_params, read_tree
 from tests.conftest import ROOT
 
 WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.records", "pipeline.figure_writer",
@@ -17,7 +17,7 @@ WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.records"
 
 
 def test_committed_dvc_yaml_is_what_make_dag_writes():
-    assert (ROOT / "dvc.yaml").read_text() == graph.render_yaml(load_params(ROOT / "params.yaml")), (
+    assert (ROOT / "dvc.yaml").read_text() == graph.render_yaml(load_params(ROOT)), (
         "dvc.yaml is stale: run `make dag` and commit it")
 
 
@@ -48,7 +48,7 @@ def test_closure_follows_from_imports_and_parent_packages():
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_params_deps_name_only_the_active_profile(profile):
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     params = parse_params({**raw, "profile": profile})
     text = yaml.safe_dump(graph.stages(params))
     others = [p for p in PROFILES if p != profile]
@@ -59,29 +59,35 @@ def test_params_deps_name_only_the_active_profile(profile):
         assert f"--profile {profile}" in do["cmd"] or name in ("download", "report")
 
 
-def test_every_listed_param_exists_in_params_yaml():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+def test_every_listed_param_exists_in_the_file_dvc_reads_it_from():
+    """A key DVC cannot find in its file stops `dvc repro`; and each study's keys come from its own file."""
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    files: dict[str, dict] = {}
 
-    def exists(key: str) -> bool:
-        node = raw
+    def exists(file: str, key: str) -> bool:
+        node = files.setdefault(file, yaml.safe_load((ROOT / file).read_text()))
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:
                 return False
             node = node[part]
         return True
 
+    read_from = set()
     for name, stage in stages.items():
         do = stage.get("do", stage)
         items = stage["foreach"] if isinstance(stage.get("foreach"), dict) else {}
-        for key in do.get("params", []):
-            if "${item." in key:
-                keys = {v[key[7:-1]] for v in items.values()}
-            elif "${item}" in key:
-                keys = {key.replace("${item}", i) for i in stage["foreach"]}
-            else:
-                keys = {key}
-            assert all(exists(k) for k in keys), f"{name}: {keys}"
+        for entry in do.get("params", []):
+            file, listed = next(iter(entry.items())) if isinstance(entry, dict) else ("params.yaml", [entry])
+            read_from.add(file)
+            for key in listed:
+                if "${item." in key:
+                    keys = {v[key[7:-1]] for v in items.values()}
+                elif "${item}" in key:
+                    keys = {key.replace("${item}", i) for i in stage["foreach"]}
+                else:
+                    keys = {key}
+                assert all(exists(file, k) and params_file(k) == file for k in keys), f"{name}: {file} {keys}"
+    assert read_from == {"params.yaml", *(f"params/{n}.yaml" for n in registry.names())}
 
 
 def _project_imports(path: Path) -> list[tuple[str, bool]]:
@@ -126,7 +132,7 @@ def test_studies_reach_neither_the_writers_nor_other_studies(path):
 
 
 def test_every_study_has_a_params_section_and_stages():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     for name in registry.names():
         assert name in raw

@@ -12,7 +12,6 @@ import sys
 import textwrap
 
 import pytest
-import yaml
 from mlflow.tracking import MlflowClient
 
 FILES = {
@@ -79,15 +78,12 @@ FILES = {
 
 
 @pytest.mark.pipeline
-def test_a_new_study_needs_only_its_folder_and_params_section(repo_copy, mlflow_uri):
+def test_a_new_study_needs_only_its_folder_and_params_file(repo_copy, mlflow_uri):
     root = repo_copy.path
-    raw = yaml.safe_load((root / "params.yaml").read_text())
     for folder in (root / "pipeline/studies").iterdir():
         if folder.is_dir():
-            raw.pop(folder.name, None)
-            raw = {k: v for k, v in raw.items() if not k.startswith(folder.name + "_")}
             shutil.rmtree(folder)
-    (root / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    shutil.rmtree(root / "params")
     repo_copy.run("make", "-s", "dag", f"PY={sys.executable}")
     repo_copy.run("git", "add", "-A")
     repo_copy.run("git", "commit", "-q", "-m", "the framework without studies")
@@ -96,13 +92,14 @@ def test_a_new_study_needs_only_its_folder_and_params_section(repo_copy, mlflow_
     study.mkdir()
     for name, text in FILES.items():
         (study / name).write_text(textwrap.dedent(text).lstrip())
-    with open(root / "params.yaml", "a") as fh:
-        fh.write("tiny:\n  points: 50\n  seed: 0\n  slopes: {flat: 0.0, steep: 3.0}\n"
-                 "  profiles:\n    paper: {points: 500}\n")
+    (root / "params").mkdir()
+    (root / "params/tiny.yaml").write_text("tiny:\n  points: 50\n  seed: 0\n  slopes: {flat: 0.0, steep: 3.0}\n"
+                                           "  profiles:\n    paper: {points: 500}\n")
     out = repo_copy.run("make", "-s", "dag", f"PY={sys.executable}")
     assert "stages for profile 'smoke'" in out.stdout
-    changed = repo_copy.run("git", "status", "--porcelain").stdout.split("\n")
-    assert sorted(line[3:] for line in changed if line) == ["dvc.yaml", "params.yaml", "pipeline/studies/tiny/"]
+    changed = repo_copy.run("git", "status", "--porcelain", "--untracked-files=all").stdout.split("\n")
+    assert sorted(line[3:] for line in changed if line) == [
+        "dvc.yaml", "params/tiny.yaml", *sorted(f"pipeline/studies/tiny/{name}" for name in FILES)]
 
     stages = repo_copy.dvc("stage", "list", "--name-only").stdout.split()
     assert stages == ["tiny_train@flat", "tiny_train@steep", "tiny_render@fits", "report"]

@@ -28,7 +28,7 @@ def test_unknown_study_is_a_clear_error():
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("name", STUDIES)
 def test_every_profile_of_every_study_resolves(name, profile):
-    params = load_params(ROOT / "params.yaml")
+    params = load_params(ROOT)
     study = registry.load(name)
     cfg = registry.config(study, params, profile)
     assert isinstance(cfg, study.schema)

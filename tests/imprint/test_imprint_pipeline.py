@@ -10,9 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
-from pipeline.config import ConfigError, load_section, parse_params
+from pipeline.config import ConfigError, load_section, parse_params, read_tree
 from pipeline.studies.imprint.config import ImprintParams
 from pipeline.studies.imprint.glyph import DROID_FONT
 
@@ -24,7 +23,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _raw() -> dict:
-    return yaml.safe_load((ROOT / "params.yaml").read_text())
+    return read_tree(ROOT)
 
 
 @pytest.mark.parametrize(("edit", "needles"), [

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import yaml
 
-from pipeline.config import load_section
+from pipeline.config import load_section, read_tree
 from pipeline.contract import Context
 from pipeline.studies.imprint import STUDY, extract, figures, muon
 from pipeline.studies.imprint import glyph as glyphs
@@ -176,7 +175,7 @@ def _fake_run(init: str, epochs: int, seed: int) -> tuple[dict, dict]:
 
 
 def test_render_returns_the_seed_figures_with_their_content():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     cfg = load_section(ImprintParams, raw, "imprint", "smoke")
     runs = {k: _fake_run(r.init, 3, i) for i, (k, r) in enumerate(cfg.runs.items())}
     read = {("train", k, "arrays.npz"): a for k, (a, _) in runs.items()}
@@ -310,7 +309,7 @@ def test_spread_metrics_range_gap_and_every_seed():
 
 
 def test_spread_units_and_render():
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     for profile in ("smoke", "gpu_medium", "paper"):
         cfg = load_section(ImprintParams, raw, "imprint", profile)
         assert SPREAD in STUDY.family("train").units(cfg) and SPREAD in STUDY.family("render").units(cfg)

@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
-from pipeline.config import ConfigError, load_section, merge, resolve, validate
+from pipeline.config import ConfigError, load_section, merge, read_tree, resolve, validate
 from pipeline.contract import Context, Output
 from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis import STUDY
@@ -30,7 +29,7 @@ TINY_HESSIAN = {"acts": ["linear", "tanh"],
 
 
 def _raw() -> dict:
-    return yaml.safe_load((ROOT / "params.yaml").read_text())
+    return read_tree(ROOT)
 
 
 def _cfg(over: dict | None = None, profile: str = "smoke") -> MupcAnalysisParams:

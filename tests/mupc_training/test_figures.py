@@ -8,10 +8,9 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 from matplotlib.figure import Figure as MplFigure
 
-from pipeline.config import load_section
+from pipeline.config import load_section, read_tree
 from pipeline.contract import Context
 from pipeline.plotting import plt
 from pipeline.studies.mupc.training import aggregate as ag
@@ -39,7 +38,7 @@ def synth(tmp_path_factory):
 
 
 def raw_section() -> dict:
-    return yaml.safe_load((ROOT / "params.yaml").read_text())[SECTION]
+    return read_tree(ROOT)[SECTION]
 
 
 def training_cfg(raw: dict | None = None, clean: bool = False) -> TrainingParams:

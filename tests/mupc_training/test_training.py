@@ -11,9 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 
-from pipeline.config import ConfigError, load_section
+from pipeline.config import ConfigError, load_section, read_tree
 from pipeline.contract import Context, Output
 from pipeline.records import read_file, write_files
 from pipeline.studies.mupc.energy import energy
@@ -30,7 +29,7 @@ SECTION = "mupc_training"
 
 
 def raw_section() -> dict:
-    return yaml.safe_load((ROOT / "params.yaml").read_text())[SECTION]
+    return read_tree(ROOT)[SECTION]
 
 
 def training_cfg(raw: dict | None = None, profile: str = "smoke") -> TrainingParams:

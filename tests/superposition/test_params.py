@@ -5,14 +5,13 @@ from __future__ import annotations
 import copy
 
 import pytest
-import yaml
 
-from pipeline.config import PROFILES, ConfigError, load_section
+from pipeline.config import PROFILES, ConfigError, load_section, read_tree
 from pipeline.studies.superposition import STUDY
 from pipeline.studies.superposition.config import Superposition
 from tests.conftest import ROOT
 
-RAW = yaml.safe_load((ROOT / "params.yaml").read_text())
+RAW = read_tree(ROOT)
 
 
 def resolved(profile: str, mutate=None) -> Superposition:

@@ -8,9 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
-import yaml
 
-from pipeline.config import load_section
+from pipeline.config import load_section, read_tree
 from pipeline.contract import Context, Output
 from pipeline.plotting import plt
 from pipeline.studies.superposition.config import Plateau, Superposition, TrainSettings
@@ -35,7 +34,7 @@ PLATEAU = Plateau(**KW)
 
 @pytest.fixture(scope="module")
 def cfg() -> Superposition:
-    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw = read_tree(ROOT)
     smoke = load_section(Superposition, raw, "superposition", "smoke")
     return dataclasses.replace(smoke, train=TrainSettings(epochs=EPOCHS, snapshot_every=20, seeds=[3, 42]),
                                render=dataclasses.replace(smoke.render, panel_epochs=[0, 200, 400],

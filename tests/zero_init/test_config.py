@@ -5,9 +5,8 @@ from __future__ import annotations
 import copy
 
 import pytest
-import yaml
 
-from pipeline.config import ConfigError, load_section
+from pipeline.config import ConfigError, load_section, read_tree
 from pipeline.paths import repo_root
 from pipeline.studies.zero_init import STUDY
 from pipeline.studies.zero_init.config import Budget, StepLR, ZeroInitParams
@@ -18,7 +17,7 @@ SMOKE_RUNS = ["seed_pi_256", "seed_pi_1024", "seed_random_1024", "seed_zero_1024
 
 @pytest.fixture(scope="module")
 def raw() -> dict:
-    return yaml.safe_load((repo_root() / "params.yaml").read_text())
+    return read_tree(repo_root())
 
 
 def resolved(raw: dict, profile: str) -> ZeroInitParams:

@@ -30,7 +30,7 @@ def shrink(copy) -> None:
                                "style": {"profile_note": "SMOKE STAND-IN (test)"}},
                      "paper": {"budgets": {"official": {"epochs": 3}}}}
     # replace (not deep-merge) the section, so the repository's own runs and figures are gone
-    (copy.path / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    (copy.path / "params/zero_init.yaml").write_text(yaml.safe_dump({"zero_init": z}, sort_keys=False))
 
 
 def stale(copy) -> set[str]:

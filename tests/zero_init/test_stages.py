@@ -7,9 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-import yaml
 
-from pipeline.config import load_section
+from pipeline.config import load_section, read_tree
 from pipeline.contract import Context, Output
 from pipeline.paths import repo_root
 from pipeline.studies.zero_init import extract, figures, train
@@ -18,7 +17,7 @@ from pipeline.studies.zero_init.config import Budget, RunSpec, ZeroInitParams
 
 @pytest.fixture(scope="module")
 def smoke() -> ZeroInitParams:
-    raw = yaml.safe_load((repo_root() / "params.yaml").read_text())
+    raw = read_tree(repo_root())
     return load_section(ZeroInitParams, raw, "zero_init", "smoke")
 
 

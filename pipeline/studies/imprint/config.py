@@ -1,4 +1,4 @@
-"""Schema of the ``imprint`` section of ``params.yaml``, resolved for the active profile."""
+"""Schema of the ``imprint`` section (``params/imprint.yaml``), resolved for the active profile."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Schema of the ``superposition`` section of ``params.yaml`` (seed 002), resolved for the active profile."""
+"""Schema of ``params/superposition.yaml`` (seed 002), resolved for the active profile."""
 
 from __future__ import annotations
 

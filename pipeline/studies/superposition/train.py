@@ -7,7 +7,7 @@ import time
 import numpy as np
 import torch
 
-from pipeline.config import ConfigError
+from pipeline.config import ConfigError, params_file
 from pipeline.contract import Context, Output, Run
 from pipeline.studies.superposition.config import Superposition
 from pipeline.studies.superposition.model import init_batch, train_batched
@@ -17,7 +17,8 @@ def resolve_device(cfg: Superposition, pipeline_device: str) -> str:
     """``cfg.device``, with ``auto`` meaning the pipeline's device; CUDA must exist when asked for."""
     device = pipeline_device if cfg.device == "auto" else cfg.device
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"params.yaml: superposition.device = {cfg.device!r} is not allowed here; "
+        key = "superposition.device"
+        raise ConfigError(f"{params_file(key)}: {key} = {cfg.device!r} is not allowed here; "
                           "allowed: 'cpu' or 'auto' (no CUDA device)")
     return device
 

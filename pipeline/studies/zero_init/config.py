@@ -1,4 +1,4 @@
-"""Schema of the ``zero_init`` section of ``params.yaml`` (ZerO initialisation, Figure 3 of arXiv 2110.12661),
+"""Schema of ``params/zero_init.yaml`` (ZerO initialisation, Figure 3 of arXiv 2110.12661),
 resolved for the active profile.
 
 The profile decides how long each *setting* trains (``budgets``) and which runs each figure draws

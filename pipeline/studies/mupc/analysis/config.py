@@ -1,4 +1,4 @@
-"""Schema of the ``mupc_analysis`` section of ``params.yaml`` (spec §2–4, §6 F1–F6 and F26–F27, §7),
+"""Schema of ``params/mupc_analysis.yaml`` (spec §2–4, §6 F1–F6 and F26–F27, §7),
 resolved for the active profile (base values with ``profiles.<profile>`` merged on top)."""
 
 from __future__ import annotations

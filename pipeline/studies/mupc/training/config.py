@@ -1,4 +1,4 @@
-"""Schema of the ``mupc_training`` section of ``params.yaml``, resolved for the active profile.
+"""Schema of the ``mupc_training`` section (``params/mupc_training.yaml``), resolved for the active profile.
 
 The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, and the figures F7–F25 drawn from them
 (spec §6, with the notebook's best-learning-rate tables of §5.3 and the chance cells of §5.4)::

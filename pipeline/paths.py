@@ -32,6 +32,19 @@ def stage_name(study: str, kind: str, unit: str) -> str:
     return f"{study}_{kind}@{unit}"
 
 
+def dvc_file(study: str | None) -> str:
+    """The ``dvc.yaml`` holding a study's stages (``None``: the framework's stages, at the root).
+
+    One file per study, because DVC rewrites a stage's whole ``dvc.lock`` after the stage runs (a
+    YAML round trip): with every stage in one lock that was a third of a fresh smoke build."""
+    return "dvc.yaml" if study is None else f"pipelines/{study}/dvc.yaml"
+
+
+def dvc_target(study: str, kind: str, unit: str) -> str:
+    """What ``dvc repro`` / ``dvc status`` take for one unit's stage."""
+    return f"{dvc_file(study)}:{stage_name(study, kind, unit)}"
+
+
 def study_dir(study: str, kind: str, unit: str) -> Path:
     """``artifacts/<study>/<kind>/<unit>``: one stage's own output folder."""
     return repo_root() / "artifacts" / study / kind / unit

@@ -26,7 +26,7 @@ from pipeline import registry
 from pipeline.config import ConfigError, Params, flatten, load_params, params_file, params_hash
 from pipeline.contract import Context, Family, Output, Study
 from pipeline.executor import executor_name, mapper
-from pipeline.paths import stage_name, study_dir
+from pipeline.paths import dvc_target, stage_name, study_dir
 from pipeline.provenance import data_checksums, git_state
 from pipeline.records import read_file, write_metrics, write_part, write_unit
 from pipeline.tracking import Tracker, dataset_inputs, provenance_tags, tracking_mode
@@ -88,7 +88,7 @@ def _reader(study: str) -> Callable[[str, str, str], Any]:
         path = study_dir(study, kind, unit) / name
         if not path.exists():
             raise FileNotFoundError(f"{study}: {kind} unit {unit!r} has no {name} ({path}); "
-                                    f"run `dvc repro {stage_name(study, kind, unit)}`")
+                                    f"run `dvc repro {dvc_target(study, kind, unit)}`")
         return read_file(path)
 
     return read

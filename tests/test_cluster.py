@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.graph import target
+
 TINY = {"imprint": {"profiles": {"smoke": {"epochs": 1, "n_train": 2048, "n_test": 512}}}}
 STAGE = "imprint_train@glyph-adam"
+TARGET = target(STAGE)
 LRS = ("0.002", "0.001", "0.0005", "0.0003")
 
 
@@ -57,7 +60,7 @@ def test_queue_of_experiments_logs_every_run_once_to_the_team_server(repo_copy):
         repo_copy.run("git", "add", "-A")
         repo_copy.run("git", "commit", "-q", "-m", "tiny imprint profile, data in the cache")
         for lr in LRS:
-            repo_copy.dvc("exp", "run", "--queue", STAGE, "-S", f"params/imprint.yaml:imprint.lr={lr}")
+            repo_copy.dvc("exp", "run", "--queue", TARGET, "-S", f"params/imprint.yaml:imprint.lr={lr}")
         repo_copy.dvc("queue", "start", "-j", "2")
         deadline = time.time() + 900
         while time.time() < deadline:

@@ -16,13 +16,42 @@ WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.records"
            "pipeline.tracking", "pipeline.provenance", "pipeline.registry", "pipeline.graph", "pipeline.report"}
 
 
-def test_committed_dvc_yaml_is_what_make_dag_writes():
-    assert (ROOT / "dvc.yaml").read_text() == graph.render_yaml(load_params(ROOT)), (
-        "dvc.yaml is stale: run `make dag` and commit it")
+def test_committed_dvc_yaml_files_are_what_make_dag_writes():
+    wanted = graph.render_files(load_params(ROOT))
+    assert set(wanted) == {"dvc.yaml", *(f"pipelines/{n}/dvc.yaml" for n in registry.names())}
+    for path, text in wanted.items():
+        assert (ROOT / path).read_text() == text, f"{path} is stale: run `make dag` and commit it"
+    assert graph.stale_files(ROOT, wanted) == []
+
+
+def _committed() -> dict:
+    """Every stage of the committed dvc.yaml files, by name."""
+    out = {}
+    for path in [ROOT / "dvc.yaml", *sorted(ROOT.glob("pipelines/*/dvc.yaml"))]:
+        out.update(yaml.safe_load(path.read_text())["stages"])
+    return out
 
 
 def _deps(stage: str) -> set[str]:
-    return set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][stage]["do"]["deps"])
+    return set(_committed()[stage]["do"]["deps"])
+
+
+def test_each_study_has_its_own_file_run_from_the_root():
+    """A study's stages sit in pipelines/<study>/dvc.yaml (so its dvc.lock is its own), run from the root."""
+    for name in registry.names():
+        body = yaml.safe_load((ROOT / graph.dvc_file(name)).read_text())["stages"]
+        assert body and all(s.startswith(f"{name}_") and v["do"]["wdir"] == "../.." for s, v in body.items())
+        assert graph.target(f"{name}_render@x") == f"pipelines/{name}/dvc.yaml:{name}_render@x"
+    assert set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]) == {"download", "claims", "report"}
+    assert graph.target("report") == "report" and graph.study_of("download@mnist") is None
+
+
+def test_make_dag_removes_the_file_of_a_study_that_is_gone(tmp_path):
+    wanted = {"dvc.yaml": "", "pipelines/kept/dvc.yaml": ""}
+    for name, text in {"kept": graph.GENERATED, "gone": graph.GENERATED, "hand": "stages: {}\n"}.items():
+        (tmp_path / "pipelines" / name).mkdir(parents=True)
+        (tmp_path / "pipelines" / name / "dvc.yaml").write_text(text)
+    assert graph.stale_files(tmp_path, wanted) == ["pipelines/gone/dvc.yaml"]  # never a hand-written file
 
 
 def test_code_deps_split_training_from_figures():
@@ -61,11 +90,13 @@ def test_params_deps_name_only_the_active_profile(profile):
 
 def test_every_listed_param_exists_in_the_file_dvc_reads_it_from():
     """A key DVC cannot find in its file stops `dvc repro`; and each study's keys come from its own file."""
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = _committed()
     files: dict[str, dict] = {}
 
     def exists(file: str, key: str) -> bool:
-        node = files.setdefault(file, yaml.safe_load((ROOT / file).read_text()))
+        if file not in files:
+            files[file] = yaml.safe_load((ROOT / file).read_text())
+        node = files[file]
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:
                 return False
@@ -133,7 +164,7 @@ def test_studies_reach_neither_the_writers_nor_other_studies(path):
 
 def test_every_study_has_a_params_section_and_stages():
     raw = read_tree(ROOT)
-    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    stages = _committed()
     for name in registry.names():
         assert name in raw
         for fam in registry.load(name).families:

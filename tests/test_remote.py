@@ -7,8 +7,10 @@ import subprocess
 
 import pytest
 
+from pipeline.graph import target
+
 TINY = {"imprint": {"profiles": {"smoke": {"epochs": 1, "n_train": 2048, "n_test": 512}}}}
-TARGETS = ("imprint_render@glyph", "imprint_render@random")
+TARGETS = (target("imprint_render@glyph"), target("imprint_render@random"))
 
 
 def _digest(root, rel: str) -> str:

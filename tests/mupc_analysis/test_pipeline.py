@@ -8,6 +8,8 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
+from pipeline.graph import target
+
 TINY = {
     "hessian": {"acts": ["linear"], "families": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]}],
                 "widths": [2, 4], "depths": [2, 4], "dense_max_n": 8, "autodiff_check_max_n": 8},
@@ -16,14 +18,14 @@ TINY = {
     "theory_width": {"acts": ["linear", "tanh"], "params": ["mupc"], "widths": [1, 2], "plot_widths": [2],
                      "iters": 3, "eq_max_steps": 200},
 }
-STAGES = ("mupc_analysis_extract", "mupc_analysis_render@F2", "mupc_analysis_render@F26")
+STAGES = tuple(target(s) for s in ("mupc_analysis_extract", "mupc_analysis_render@F2", "mupc_analysis_render@F26"))
 HESS = ("artifacts/mupc_analysis/train/hessian_init/linear/skips/standard_gauss_weight_init/mupc_param/"
         "activity_decay_0/0")
 
 
 def _stale(repo_copy) -> set[str]:
     out = json.loads(repo_copy.dvc("status", "--json", *STAGES).stdout or "{}")
-    return set(out)
+    return {key.rsplit(":", 1)[-1] for key in out}
 
 
 @pytest.mark.pipeline
@@ -79,7 +81,7 @@ def test_smoke_slice_through_dvc(repo_copy):
     stamp = {key: json.loads((p / HESS / key / "meta.json").read_text())["mlflow_run_id"]
              for key in ("width_2/2_n_hidden", "width_2/4_n_hidden", "width_4/2_n_hidden")}
     repo_copy.set_params({"mupc_analysis": {"profiles": {"smoke": {"hessian": {"depths": [2, 4, 6]}}}}})
-    repo_copy.dvc("repro", "mupc_analysis_train@hessian_init")
+    repo_copy.dvc("repro", target("mupc_analysis_train@hessian_init"))
     now = {key: json.loads((p / HESS / key / "meta.json").read_text())["mlflow_run_id"] for key in stamp}
     assert now["width_2/2_n_hidden"] == stamp["width_2/2_n_hidden"]  # unchanged settings: kept
     assert now["width_4/2_n_hidden"] == stamp["width_4/2_n_hidden"]

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from pipeline.graph import target
 from pipeline.studies.mupc.runs import RunConfig
 
-TRAIN = ("mupc_training_train@S5", "mupc_training_train@B1")
-RENDER = "mupc_training_render@F22"
+S5, B1, F22 = "mupc_training_train@S5", "mupc_training_train@B1", "mupc_training_render@F22"
+TRAIN = (target(S5), target(B1))
+RENDER = target(F22)
 
 
 def shrink(copy) -> None:
@@ -47,7 +49,7 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     assert {e["run"]["activity_decay"] for e in index["runs"]} == {0.1, 0.0}
     assert all(e["status"] in ("finished", "diverged", "no_learning") for e in index["runs"])
     meta = json.loads((s5 / "meta.json").read_text())
-    assert len(meta["trained"]) == 2 and meta["mlflow_run_id"] and meta["stage"] == TRAIN[0]
+    assert len(meta["trained"]) == 2 and meta["mlflow_run_id"] and meta["stage"] == S5
     rc = RunConfig(**index["runs"][0]["run"])
     run = s5 / "runs" / rc.hash()
     cfg = json.loads((run / "config.json").read_text())
@@ -79,7 +81,7 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     side = json.loads((root / "reports/figures/mupc_training/F22.figures.json").read_text())
     [entry] = side["figures"]
     assert entry["id"] == "mupc_training/F22_activity_decay_mnist" and entry["family"] == "F22"
-    assert entry["sources"][0]["stage"] == TRAIN[0]
+    assert entry["sources"][0]["stage"] == S5
     assert [Path(f).name for f in entry["files"]] == ["F22_activity_decay_mnist.png", "F22_activity_decay_mnist.pdf"]
 
     second = repo_copy.dvc("repro", *TRAIN, RENDER)

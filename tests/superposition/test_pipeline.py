@@ -8,7 +8,9 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-STAGES = ["superposition_train", "superposition_extract", "superposition_render"]
+from pipeline.graph import target
+
+STAGES = [target(s) for s in ("superposition_train", "superposition_extract", "superposition_render")]
 
 
 @pytest.mark.pipeline
@@ -68,6 +70,6 @@ def test_smoke_repro(repo_copy, mlflow_uri: str) -> None:
         assert fail.returncode == 2
         assert "superposition.lr_schedule = 'literal'" in fail.stderr and "allowed" in fail.stderr
     assert (root / "artifacts/superposition/train/untied/history.npz").is_file()
-    repro = repo_copy.dvc("repro", "superposition_train@untied", check=False)
+    repro = repo_copy.dvc("repro", target("superposition_train@untied"), check=False)
     assert repro.returncode != 0
     assert (root / "artifacts/superposition/train/tied/history.npz").is_file()

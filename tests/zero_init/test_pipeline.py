@@ -9,7 +9,9 @@ import mlflow
 import pytest
 import yaml
 
-STAGES = ("zero_init_train", "zero_init_extract", "zero_init_render")
+from pipeline.graph import dvc_file, target
+
+STAGES = tuple(target(s) for s in ("zero_init_train", "zero_init_extract", "zero_init_render"))
 BUDGET = {"epochs": 1, "train_subset": 640, "test_subset": 500, "max_iters": None, "log_interval": 4}
 
 
@@ -34,7 +36,7 @@ def shrink(copy) -> None:
 
 
 def stale(copy) -> set[str]:
-    return set(json.loads(copy.dvc("status", "--json", *STAGES).stdout or "{}"))
+    return {key.rsplit(":", 1)[-1] for key in json.loads(copy.dvc("status", "--json", *STAGES).stdout or "{}")}
 
 
 @pytest.mark.pipeline
@@ -42,7 +44,7 @@ def test_zero_init_slice_repro_noop_and_bad_param(repo_copy):
     shrink(repo_copy)
     repo_copy.run(sys.executable, "-m", "pipeline.graph")
     root = repo_copy.path
-    dag = yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
+    dag = yaml.safe_load((root / dvc_file("zero_init")).read_text())["stages"]
     assert list(dag["zero_init_train"]["foreach"]) == ["pi_32", "zero_800"]  # no unit for the undrawn run
     repo_copy.dvc("repro", *STAGES)
     assert not (root / "artifacts/zero_init/train/unused").exists()
@@ -93,7 +95,7 @@ def test_zero_init_slice_repro_noop_and_bad_param(repo_copy):
     repo_copy.set_params({"zero_init": {"zero_scale": "both"}}, regenerate=False)
     dag = repo_copy.run(sys.executable, "-m", "pipeline.graph", check=False)
     assert dag.returncode == 2 and "zero_init.zero_scale = 'both'" in dag.stderr, dag.stderr
-    proc = repo_copy.dvc("repro", "zero_init_train@zero_800", check=False)
+    proc = repo_copy.dvc("repro", target("zero_init_train@zero_800"), check=False)
     assert proc.returncode != 0
     assert "zero_init.zero_scale = 'both'" in proc.stdout + proc.stderr
     assert (root / "artifacts/zero_init/train/zero_800/result.json").exists()

@@ -29,7 +29,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 DVC = str(Path(sys.executable).parent / "dvc")
-COPIED = ("pipeline", "stages", "params", "params.yaml", "dvc.yaml", "dvc.lock", "pyproject.toml")
+COPIED = ("pipeline", "stages", "params", "params.yaml", "dvc.yaml", "dvc.lock", "pipelines", "pyproject.toml")
 
 
 def _git(ws: Path, *args: str) -> None:
@@ -56,26 +56,29 @@ def _dump(path: Path, doc: dict) -> None:
 
 
 def merge_into_one_file(ws: Path) -> None:
-    """Move every study section back into ``params.yaml``; point dvc.yaml and dvc.lock there."""
+    """Move every study section back into ``params.yaml``; point the dvc.yaml and dvc.lock files there."""
     params = yaml.safe_load((ws / "params.yaml").read_text())
     for path in sorted((ws / "params").glob("*.yaml")):
         params.update(yaml.safe_load(path.read_text()))
     shutil.rmtree(ws / "params")
     _dump(ws / "params.yaml", params)
-    graph = yaml.safe_load((ws / "dvc.yaml").read_text())
-    for stage in graph["stages"].values():
-        body = stage.get("do", stage)
-        flat: list[str] = []
-        for entry in body.get("params", []):
-            flat += [k for keys in entry.values() for k in keys] if isinstance(entry, dict) else [entry]
-        if flat:
-            body["params"] = flat
-    _dump(ws / "dvc.yaml", graph)
-    lock = yaml.safe_load((ws / "dvc.lock").read_text())
-    for stage in lock["stages"].values():
-        if stage.get("params"):
-            stage["params"] = {"params.yaml": {k: v for keys in stage["params"].values() for k, v in keys.items()}}
-    _dump(ws / "dvc.lock", lock)
+    for path in [ws / "dvc.yaml", *sorted(ws.glob("pipelines/*/dvc.yaml"))]:
+        graph = yaml.safe_load(path.read_text())
+        for stage in graph["stages"].values():
+            body = stage.get("do", stage)
+            flat: list[str] = []
+            for entry in body.get("params", []):
+                flat += [k for keys in entry.values() for k in keys] if isinstance(entry, dict) else [entry]
+            if flat:
+                body["params"] = flat
+        _dump(path, graph)
+    for path in [ws / "dvc.lock", *sorted(ws.glob("pipelines/*/dvc.lock"))]:
+        lock = yaml.safe_load(path.read_text())
+        for stage in lock["stages"].values():
+            if stage.get("params"):
+                stage["params"] = {"params.yaml": {k: v for keys in stage["params"].values()
+                                                   for k, v in keys.items()}}
+        _dump(path, lock)
 
 
 def status_seconds(ws: Path) -> tuple[float, str]:
@@ -110,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                 times[name].append(seconds)
         if summary(reports["per-study files"]) != summary(reports["one params.yaml"]):
             print("warning: the two copies report different changes; the comparison is not like for like")
-        stages = len(yaml.safe_load((split / "dvc.lock").read_text())["stages"])
+        stages = sum(len(yaml.safe_load(p.read_text())["stages"])
+                     for p in [split / "dvc.lock", *split.glob("pipelines/*/dvc.lock")])
         print(f"no-op `dvc status` of {stages} locked stages, outputs absent in both copies, "
               f"best of {args.rounds} interleaved rounds:")
         for name, ts in times.items():

@@ -216,8 +216,8 @@ def params_file(key: str) -> str:
 
 
 def _read_mapping(path: Path, name: str) -> dict[str, Any]:
-    with open(path) as fh:
-        doc = yaml.safe_load(fh)
+    with open(path) as fh:  # libyaml's safe loader where PyYAML has it: every stage reads every file
+        doc = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if not isinstance(doc, dict):
         raise ConfigError(f"{name}: holds {type(doc).__name__}; allowed: a mapping")
     return doc

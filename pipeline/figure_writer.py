@@ -6,9 +6,13 @@ the plotting style.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import multiprocessing
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import matplotlib.pyplot as plt
 
 from pipeline.contract import Figure, Output
 from pipeline.io import atomic_dir, write_json
@@ -25,6 +29,44 @@ def save_figure(fig: Figure, folder: Path) -> list[Path]:
     files = save_mpl(fig.mpl, folder / fig.id) if fig.mpl is not None else []
     if fig.plotly is not None:
         files.append(save_plotly_html(fig.plotly, folder / f"{fig.id}.html"))
+    return files
+
+
+_PENDING: list[tuple[Figure, Path]] = []  # what forked savers inherit (figures are not pickled)
+
+
+def _save_pending(i: int) -> list[Path]:
+    return save_figure(*_PENDING[i])
+
+
+def figure_workers(n_figures: int) -> int:
+    """Processes that save a unit's figures: the cores this process may use (``TRAINSCAPE_FIGURE_WORKERS``
+    overrides), at most one per figure. DVC runs one stage at a time, so a render has the machine."""
+    env = os.environ.get("TRAINSCAPE_FIGURE_WORKERS")
+    if env is not None and not (env.isdigit() and int(env) >= 1):
+        raise ValueError(f"TRAINSCAPE_FIGURE_WORKERS = {env!r} is not allowed; allowed: a whole number >= 1")
+    cores = int(env) if env else len(os.sched_getaffinity(0))
+    return max(1, min(cores, n_figures))
+
+
+def save_figures(figs: Sequence[Figure], folder: Path) -> list[list[Path]]:
+    """Every figure's files, saved by forked processes side by side when more than one core is free.
+
+    Laying out and rasterising a matplotlib figure is single-threaded and was most of a render stage's
+    time; the children inherit the drawn figures (fork), so nothing is pickled, and each file is
+    written atomically exactly as a sequential save would write it."""
+    workers = figure_workers(len(figs))
+    if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [save_figure(fig, folder) for fig in figs]
+    _PENDING[:] = [(fig, folder) for fig in figs]
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            files = pool.map(_save_pending, range(len(figs)), chunksize=1)
+    finally:
+        _PENDING.clear()
+    for fig in figs:  # the children closed their copies; the parent's are still open
+        if fig.mpl is not None:
+            plt.close(fig.mpl)
     return files
 
 
@@ -46,8 +88,8 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
     saved: list[tuple[Figure, list[str]]] = []
     with atomic_dir(out) as tmp:
         write_files(tmp, output)
-        for fig in output.figures:
-            saved.append((fig, [p.name for p in save_figure(fig, tmp)]))
+        for fig, paths in zip(output.figures, save_figures(output.figures, tmp), strict=True):
+            saved.append((fig, [p.name for p in paths]))
     entries = []
     for fig, names in saved:
         for name in names:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipeline.contract import Figure
+from pipeline.figure_writer import figure_workers, save_figures
 from pipeline.plotting import _META, dpi, plt, save_mpl
 
 
@@ -41,3 +43,42 @@ def test_save_mpl_writes_what_savefig_writes(tmp_path, monkeypatch, raster_dpi):
     assert (tmp_path / "once.pdf").read_bytes()[:5] == b"%PDF-"
     assert abs((tmp_path / "once.pdf").stat().st_size - (tmp_path / "plain.pdf").stat().st_size) < 200
     assert not plt.get_fignums()  # save_mpl closes the figure
+
+
+def _figures(n: int) -> list:
+    out = []
+    for i in range(n):
+        fig, ax = plt.subplots(figsize=(3, 2))
+        ax.plot(np.arange(10) ** (i + 1), label=f"power {i + 1}")
+        ax.set_yscale("log")
+        ax.legend()
+        out.append(Figure(f"fig{i}", f"caption {i}", "none", mpl=fig))
+    return out
+
+
+def test_forked_figure_savers_write_the_same_bytes_as_one_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSCAPE_DPI", "40")
+    written = {}
+    for workers in ("1", "3"):
+        monkeypatch.setenv("TRAINSCAPE_FIGURE_WORKERS", workers)
+        assert figure_workers(4) == int(workers)
+        folder = tmp_path / workers
+        folder.mkdir()
+        files = save_figures(_figures(4), folder)
+        assert [[p.name for p in f] for f in files] == [[f"fig{i}.png", f"fig{i}.pdf"] for i in range(4)]
+        written[workers] = {p.name: p.read_bytes() for f in files for p in f}
+        assert not plt.get_fignums()  # every figure closed in this process too
+    assert written["1"] == written["3"]
+    assert len({v for k, v in written["3"].items() if k.endswith(".png")}) == 4  # four different pictures
+
+
+def test_a_failing_forked_save_stops_the_render_and_a_bad_worker_count_is_named(tmp_path, monkeypatch):
+    from pipeline.contract import Figure
+    monkeypatch.setenv("TRAINSCAPE_FIGURE_WORKERS", "2")
+    figs = [*_figures(1), Figure("empty", "no figure at all", "none")]
+    with pytest.raises(ValueError, match="'empty' has neither a matplotlib nor a plotly figure"):
+        save_figures(figs, tmp_path)
+    plt.close("all")
+    monkeypatch.setenv("TRAINSCAPE_FIGURE_WORKERS", "0")
+    with pytest.raises(ValueError, match="TRAINSCAPE_FIGURE_WORKERS = '0' is not allowed; allowed: a whole number"):
+        figure_workers(3)

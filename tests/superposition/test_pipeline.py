@@ -61,7 +61,7 @@ def test_smoke_repro(repo_copy, mlflow_uri: str) -> None:
     repo_copy.set_params({"superposition": {"plateau": {"tol": 0.002}}})
     tuned = repo_copy.dvc("repro", *STAGES)
     ran = {line.split("'")[1] for line in tuned.stdout.splitlines() if line.startswith("Running stage")}
-    assert ran == {"superposition_extract@summary", "superposition_render@summary"}, tuned.stdout
+    assert ran == {target("superposition_extract@summary"), target("superposition_render@summary")}, tuned.stdout
 
     # a bad param fails before compute, names key and value, and deletes nothing
     repo_copy.set_params({"superposition": {"lr_schedule": "literal"}}, regenerate=False)

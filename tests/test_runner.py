@@ -27,9 +27,30 @@ def test_git_state_is_the_head_commit_and_dirty_flag_of_one_call():
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True,
                           check=True).stdout.strip()
     changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                              ":(exclude)dvc.lock"], cwd=repo_root(), capture_output=True, text=True,
-                             check=True).stdout.strip()
+                              ":(exclude)dvc.lock", ":(exclude,glob)pipelines/*/dvc.lock"], cwd=repo_root(),
+                             capture_output=True, text=True, check=True).stdout.strip()
     assert commit == head and dirty == bool(changed)
+
+
+def test_lock_files_rewritten_by_dvc_do_not_make_the_workspace_dirty(tmp_path, monkeypatch):
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    for name in ("dvc.lock", "pipelines/s/dvc.lock", "pipelines/s/dvc.yaml", "code.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("a\n")
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "c")
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    for name, dirty in (("dvc.lock", False), ("pipelines/s/dvc.lock", False), ("pipelines/s/dvc.yaml", True),
+                        ("code.py", True)):
+        git("checkout", "-q", "--", ".")
+        (tmp_path / name).write_text("b\n")
+        git_state.cache_clear()
+        assert git_state()[1] is dirty, name
+    git_state.cache_clear()
 
 
 def test_progress_without_a_terminal_is_one_line_per_update(monkeypatch):

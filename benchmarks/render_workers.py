@@ -2,10 +2,11 @@
 
     .venv/bin/python benchmarks/render_workers.py [--figures 6 --repeats 3]
 
-Run it unpinned: the point is the second core. The figures are shaped like a mupc analysis render
-unit (six figures of 2×3 log-scaled line panels, PNG + PDF each). ``TRAINSCAPE_FIGURE_WORKERS=1``
-is the sequential save; the other side uses every core this process may run on. Best of
-``--repeats`` interleaved rounds; the files of both sides are compared byte for byte.
+Run it unpinned: the point is the second core. The figures are shaped like a mupc analysis
+render unit (six figures of 2×3 log-scaled line panels, ``figure_save.figure``; PNG + PDF each).
+``TRAINSCAPE_FIGURE_WORKERS=1`` is the sequential save; the other side uses every core this
+process may run on. Best of ``--repeats`` interleaved rounds; the files of both sides are compared
+byte for byte.
 """
 
 from __future__ import annotations
@@ -17,31 +18,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from figure_save import figure  # the same log-scaled line panels
 
 from pipeline.contract import Figure
 from pipeline.figure_writer import save_figures
-from pipeline.plotting import plt
 
 
 def figures(n: int) -> list[Figure]:
-    rng = np.random.default_rng(0)
-    out = []
-    for f in range(n):
-        fig, axes = plt.subplots(2, 3, figsize=(10, 6), layout="constrained")
-        x = np.arange(1, 65)
-        for i, ax in enumerate(axes.flat):
-            for k in range(4):
-                ax.plot(x, np.exp(rng.normal(0, 0.3, x.size).cumsum() / 8) * (k + 1), label=f"H={2 ** (k + 1)}")
-            ax.set_yscale("log")
-            ax.set_title(f"figure {f}, panel {i}")
-            ax.set_xlabel("training step")
-            ax.set_ylabel("eigenvalue")
-        axes.flat[0].legend(fontsize=8)
-        out.append(Figure(f"fig{f}", "benchmark", "none", mpl=fig))
-    return out
+    return [Figure(f"fig{f}", "benchmark", "none", mpl=figure(2, 3)) for f in range(n)]
 
 
 def timed(n: int, workers: str, folder: Path) -> tuple[float, dict[str, bytes]]:

@@ -15,6 +15,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from pipeline.contract import Figure, Output
+from pipeline.executor import figure_workers_setting
 from pipeline.io import atomic_dir, write_json
 from pipeline.paths import figures_dir, rel, sidecar_path
 from pipeline.plotting import save_mpl, save_plotly_html
@@ -42,10 +43,7 @@ def _save_pending(i: int) -> list[Path]:
 def figure_workers(n_figures: int) -> int:
     """Processes that save a unit's figures: the cores this process may use (``TRAINSCAPE_FIGURE_WORKERS``
     overrides), at most one per figure. DVC runs one stage at a time, so a render has the machine."""
-    env = os.environ.get("TRAINSCAPE_FIGURE_WORKERS")
-    if env is not None and not (env.isdigit() and int(env) >= 1):
-        raise ValueError(f"TRAINSCAPE_FIGURE_WORKERS = {env!r} is not allowed; allowed: a whole number >= 1")
-    cores = int(env) if env else len(os.sched_getaffinity(0))
+    cores = figure_workers_setting() or len(os.sched_getaffinity(0))
     return max(1, min(cores, n_figures))
 
 

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from pipeline import registry
 from pipeline.config import ConfigError, Params, flatten, load_params, params_file, params_hash
 from pipeline.contract import Context, Family, Output, Study
-from pipeline.executor import executor_name, mapper
+from pipeline.executor import executor_name, figure_workers_setting, mapper
 from pipeline.paths import dvc_target, stage_name, study_dir
 from pipeline.provenance import data_checksums, git_state
 from pipeline.records import read_file, write_metrics, write_part, write_unit
@@ -54,6 +54,8 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
     """Validate everything a stage needs; raise :class:`ConfigError` before any compute."""
     params = params or load_params()
     tracking_mode()  # a bad TRAINSCAPE_TRACKING stops the stage here, before any compute
+    if kind == "render":
+        figure_workers_setting()  # so does a bad TRAINSCAPE_FIGURE_WORKERS
     if profile is not None and profile != params.profile:
         raise ConfigError(f"params.yaml: profile = {params.profile!r} is not allowed here; allowed: {profile!r}, "
                           f"the profile dvc.yaml was generated for (switch with `make profile P={params.profile}`)")

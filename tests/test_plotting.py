@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipeline.config import ConfigError
 from pipeline.contract import Figure
 from pipeline.figure_writer import figure_workers, save_figures
 from pipeline.plotting import _META, dpi, plt, save_mpl
+from pipeline.stage import prepare
 
 
 def figure() -> plt.Figure:
@@ -73,12 +75,17 @@ def test_forked_figure_savers_write_the_same_bytes_as_one_process(tmp_path, monk
 
 
 def test_a_failing_forked_save_stops_the_render_and_a_bad_worker_count_is_named(tmp_path, monkeypatch):
-    from pipeline.contract import Figure
     monkeypatch.setenv("TRAINSCAPE_FIGURE_WORKERS", "2")
     figs = [*_figures(1), Figure("empty", "no figure at all", "none")]
     with pytest.raises(ValueError, match="'empty' has neither a matplotlib nor a plotly figure"):
         save_figures(figs, tmp_path)
     plt.close("all")
-    monkeypatch.setenv("TRAINSCAPE_FIGURE_WORKERS", "0")
-    with pytest.raises(ValueError, match="TRAINSCAPE_FIGURE_WORKERS = '0' is not allowed; allowed: a whole number"):
-        figure_workers(3)
+    for bad in ("0", "two"):
+        monkeypatch.setenv("TRAINSCAPE_FIGURE_WORKERS", bad)
+        message = f"TRAINSCAPE_FIGURE_WORKERS = '{bad}' is not allowed; allowed: a whole number >= 1"
+        with pytest.raises(ConfigError, match=message):
+            figure_workers(3)
+        with pytest.raises(ConfigError, match=message):  # a render stage refuses it before any compute
+            prepare("render", "imprint", "glyph")
+        with pytest.raises(ConfigError, match="imprint has no train unit 'nope'"):  # other kinds ignore it
+            prepare("train", "imprint", "nope")

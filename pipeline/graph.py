@@ -34,8 +34,10 @@ from pipeline.config import PROFILES, ConfigError, Params, load_params, params_f
 from pipeline.contract import Family, Study
 from pipeline.io import write_bytes
 from pipeline.paths import (
+    STUDY_DVC_DIR,
     data_dir,
     dvc_file,
+    dvc_target,
     figures_dir,
     metrics_path,
     rel,
@@ -54,7 +56,6 @@ HEADER = GENERATED + """ (python -m pipeline.graph) from the study declarations
 # {where}
 """
 ROOT_FILE = dvc_file(None)
-STUDY_FILES = "pipelines"  # pipelines/<study>/dvc.yaml (paths.dvc_file); DVC keeps each one's dvc.lock beside it
 
 
 # ----------------------------------------------------------------------------- import closure
@@ -193,7 +194,7 @@ def study_of(stage: str) -> str | None:
 def target(stage: str) -> str:
     """The argument ``dvc repro`` / ``dvc status`` take for a stage or a ``foreach`` group of this graph."""
     study = study_of(stage)
-    return stage if study is None else f"{dvc_file(study)}:{stage}"
+    return stage if study is None else dvc_target(study, stage)
 
 
 def files(params: Params) -> dict[str, dict[str, Any]]:
@@ -302,7 +303,7 @@ def render_files(params: Params) -> dict[str, str]:
 
 def stale_files(root: Path, wanted: dict[str, str]) -> list[str]:
     """Generated study files the graph no longer has (a study removed or left without stages)."""
-    found = sorted(p.relative_to(root).as_posix() for p in (root / STUDY_FILES).glob("*/dvc.yaml")
+    found = sorted(p.relative_to(root).as_posix() for p in (root / STUDY_DVC_DIR).glob("*/dvc.yaml")
                    if p.read_text().startswith(GENERATED))
     return [p for p in found if p not in wanted]
 

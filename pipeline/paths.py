@@ -32,17 +32,20 @@ def stage_name(study: str, kind: str, unit: str) -> str:
     return f"{study}_{kind}@{unit}"
 
 
+STUDY_DVC_DIR = "pipelines"  # pipelines/<study>/dvc.yaml, with DVC's dvc.lock beside it
+
+
 def dvc_file(study: str | None) -> str:
     """The ``dvc.yaml`` holding a study's stages (``None``: the framework's stages, at the root).
 
     One file per study, because DVC rewrites a stage's whole ``dvc.lock`` after the stage runs (a
     YAML round trip): with every stage in one lock that was a third of a fresh smoke build."""
-    return "dvc.yaml" if study is None else f"pipelines/{study}/dvc.yaml"
+    return "dvc.yaml" if study is None else f"{STUDY_DVC_DIR}/{study}/dvc.yaml"
 
 
-def dvc_target(study: str, kind: str, unit: str) -> str:
-    """What ``dvc repro`` / ``dvc status`` take for one unit's stage."""
-    return f"{dvc_file(study)}:{stage_name(study, kind, unit)}"
+def dvc_target(study: str, stage: str) -> str:
+    """What ``dvc repro`` / ``dvc status`` take for a study's stage (or ``foreach`` group)."""
+    return f"{dvc_file(study)}:{stage}"
 
 
 def study_dir(study: str, kind: str, unit: str) -> Path:

@@ -90,7 +90,7 @@ def _reader(study: str) -> Callable[[str, str, str], Any]:
         path = study_dir(study, kind, unit) / name
         if not path.exists():
             raise FileNotFoundError(f"{study}: {kind} unit {unit!r} has no {name} ({path}); "
-                                    f"run `dvc repro {dvc_target(study, kind, unit)}`")
+                                    f"run `dvc repro {dvc_target(study, stage_name(study, kind, unit))}`")
         return read_file(path)
 
     return read

@@ -80,3 +80,9 @@ def test_timings_record_is_appended_only_when_asked(monkeypatch, tmp_path):
     stage._record_timing({"stage": "x", "study_seconds": 1.5})
     stage._record_timing({"stage": "y", "study_seconds": 2.0})
     assert [line.split('"stage": ')[1][1] for line in path.read_text().splitlines()] == ["x", "y"]
+
+
+def test_a_missing_upstream_output_names_the_dvc_target_that_builds_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match=r"run `dvc repro pipelines/imprint/dvc.yaml:imprint_train@nope`"):
+        stage._reader("imprint")("train", "nope", "metrics.json")

@@ -1,4 +1,4 @@
-"""No-op ``dvc status``: params split per study (the layout) against all sections in one file.
+"""No-op ``dvc status``: params split per study (the layout) against all sections in one file and none.
 
 DVC reads a stage's params by parsing the whole file they live in and walking its whole tree once
 per key, for every stage. This benchmark builds two scratch copies of the graph, identical but for
@@ -6,7 +6,9 @@ where the study sections live, and times ``dvc status`` on each, interleaved, be
 
 - ``per-study``: the repository as it is (``params.yaml`` + ``params/<study>.yaml``);
 - ``one file``: every section merged back into ``params.yaml``, with ``dvc.yaml`` and ``dvc.lock``
-  rewritten to read them from there (the same keys and locked values).
+  rewritten to read them from there (the same keys and locked values);
+- ``no params at all``: every params dependency dropped, the floor of DVC's own per-stage cost
+  (code and data hashes, outputs, the graph) that no params layout can go below.
 
 Both copies hold the code, params, ``dvc.yaml`` and ``dvc.lock`` but no outputs (each stage reports
 its outputs missing, at the same small cost on both sides), so the difference is the params cost.
@@ -81,6 +83,21 @@ def merge_into_one_file(ws: Path) -> None:
         _dump(path, lock)
 
 
+def strip_params(ws: Path) -> None:
+    """Drop every params dependency from the dvc.yaml and dvc.lock files: what DVC costs for these
+    stages' code, data and outputs alone, the floor no params layout can go below."""
+    for path in [ws / "dvc.yaml", *sorted(ws.glob("pipelines/*/dvc.yaml"))]:
+        graph = yaml.safe_load(path.read_text())
+        for stage in graph["stages"].values():
+            stage.get("do", stage).pop("params", None)
+        _dump(path, graph)
+    for path in [ws / "dvc.lock", *sorted(ws.glob("pipelines/*/dvc.lock"))]:
+        lock = yaml.safe_load(path.read_text())
+        for stage in lock["stages"].values():
+            stage.pop("params", None)
+        _dump(path, lock)
+
+
 def status_seconds(ws: Path) -> tuple[float, str]:
     start = time.perf_counter()
     out = subprocess.run([DVC, "status"], cwd=ws, check=True, capture_output=True, text=True).stdout
@@ -101,10 +118,12 @@ def main(argv: list[str] | None = None) -> int:
         split = copy_repo(Path(tmp) / "per_study")
         one = copy_repo(Path(tmp) / "one_file")
         merge_into_one_file(one)
-        for ws in (split, one):
+        bare = copy_repo(Path(tmp) / "no_params")
+        strip_params(bare)
+        for ws in (split, one, bare):
             _git(ws, "add", "-A")
             _git(ws, "commit", "-qm", "ws")
-        sides = {"per-study files": split, "one params.yaml": one}
+        sides = {"per-study files": split, "one params.yaml": one, "no params at all": bare}
         times: dict[str, list[float]] = {name: [] for name in sides}
         reports = {}
         for _ in range(args.rounds):
@@ -120,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, ts in times.items():
             print(f"  {name:18s} {min(ts):6.2f} s   (all: {', '.join(f'{t:.2f}' for t in ts)})")
         print(f"  one file / per-study: {min(times['one params.yaml']) / min(times['per-study files']):.2f}x")
+        print(f"  params' share of the per-study status: "
+              f"{1 - min(times['no params at all']) / min(times['per-study files']):.0%}")
     if args.workspace:
         ts = [status_seconds(ROOT)[0] for _ in range(args.rounds)]
         print(f"the repository's own `dvc status` (outputs included): {min(ts):.2f} s "

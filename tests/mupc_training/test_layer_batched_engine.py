@@ -184,6 +184,69 @@ def test_untouched_layers_keep_exactly_zero_errors():
     assert eng.E[-1].abs().max() > 0
 
 
+def _front_iterations(act, skips, param, R, H, T, optim, decay, front, dtype, iters=3):
+    """Three training iterations (feed-forward, inference, final errors, weight gradients, a GD weight
+    step) of one engine; every intermediate the trainer reads, per iteration."""
+    spec, w, store, x, y = setup(act, skips, param, R, H=H, dtype=dtype)
+    store = [t.clone() for t in store]
+    w = Weights(store[0], store[1].transpose(0, 1), store[2])
+    lr = torch.tensor([0.3, 0.05, 0.7][:R], dtype=dtype) * (0.1 if optim == "adam" else 5.0)
+    eng = PCEngine(spec, R, x.shape[1], InferenceConfig(steps=T, optim=optim, activity_decay=decay), dtype=dtype,
+                   front=front)
+    eng.bind(w)
+    grads = [torch.empty_like(t) for t in store]
+    out = []
+    for _ in range(iters):
+        loss = eng.feedforward(x, y)
+        n = eng.infer(y, lr)
+        z = eng.z.clone()
+        eng.errors(y)
+        eng.weight_grads(x, grads)
+        out.append([loss, n, z, eng.gnorm.clone(), eng.E.clone(), eng.eps_out.clone(), *(g.clone() for g in grads)])
+        for t, g in zip(store, grads):
+            t.sub_(0.05 * g)
+    return out
+
+
+FRONT_CASES = [("relu", True, "mupc", 1, 8, 3, "gd", 0.0), ("relu", True, "mupc", 3, 8, 3, "adam", 0.0),
+               ("tanh", False, "sp", 3, 5, 7, "gd", 0.0), ("linear", True, "mupc", 2, 6, 4, "adam", 0.0),
+               ("linear", False, "sp", 1, 3, 9, "gd", 0.0), ("tanh", True, "mupc", 2, 1, 3, "gd", 0.0),
+               ("relu", False, "sp", 3, 6, 2, "adam", 0.0), ("tanh", True, "mupc", 2, 6, 3, "gd", 0.3)]
+
+
+@pytest.mark.parametrize("act,skips,param,R,H,T,optim,decay", FRONT_CASES)
+@pytest.mark.parametrize("dtype", [torch.float32, F64], ids=["f32", "f64"])
+def test_following_the_inference_front_changes_no_bit(act, skips, param, R, H, T, optim, decay, dtype):
+    """Computing only the layers the inference signal has reached gives the whole computation's
+    activities, gradient norms, errors, convergence counts and weight gradients bit for bit: T below, at
+    and above H, one hidden layer, GD and Adam, stacked runs, float32 and float64. With activity decay
+    every layer moves from the first step, so the engine computes them all."""
+    full = _front_iterations(act, skips, param, R, H, T, optim, decay, False, dtype)
+    fast = _front_iterations(act, skips, param, R, H, T, optim, decay, True, dtype)
+    for a, b in zip(full, fast):
+        for u, v in zip(a, b):
+            assert torch.equal(u, v)
+    assert any(float(g.abs().max()) > 0 for g in full[-1][-3:])  # the weights did learn
+
+
+def test_the_front_skips_the_layers_the_signal_has_not_reached():
+    """T = 2 steps in an 8-layer net: only the top two layers' errors and weight gradients are formed;
+    the six below are exactly 0 without a product computed for them."""
+    spec, w, store, x, y = setup("relu", True, "mupc", 2, H=8)
+    eng = PCEngine(spec, 2, x.shape[1], InferenceConfig(steps=2))
+    w32 = Weights(*(t.float() for t in w.tensors()))
+    eng.bind(w32)
+    eng.E.fill_(7.0)  # stale values from an earlier batch must not survive the feed-forward
+    eng.feedforward(x.float(), y.float())
+    eng.infer(y.float(), 0.1)
+    eng.errors(y.float())
+    assert eng.reached == 2
+    assert eng.E[:6].abs().max() == 0 and eng.E[6:].abs().amax(dim=(1, 2, 3)).min() > 0
+    grads = [torch.full_like(t.float(), 3.0) for t in store]
+    eng.weight_grads(x.float(), grads)
+    assert grads[0].abs().max() == 0 and grads[1][:5].abs().max() == 0 and grads[1][5:].abs().max() > 0
+
+
 @pytest.mark.parametrize("lrs", [[0.1, 0.01, 0.001], [0.01, 0.01, 0.01], [0.1, 0.01, 0.1]],
                          ids=["distinct", "shared", "grouped"])
 @pytest.mark.parametrize("fused", [False, True])

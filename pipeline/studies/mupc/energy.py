@@ -230,12 +230,19 @@ class PCEngine:
     :meth:`feedforward` (activity init, returns the train loss), :meth:`infer`, :meth:`errors` (at the final
     activities), :meth:`weight_grads`. Predictions μ_ℓ are formed exactly as the feed-forward pass forms
     them, so a layer whose input has not moved has an error of exactly 0 (as in :func:`errors`; Adam would
-    turn round-off there into full-size steps). The first inference step from the feed-forward point
-    takes those zeros as given instead of recomputing them (the same numbers, half a step of products fewer).
+    turn round-off there into full-size steps).
+
+    **The inference front.** From the feed-forward point (and without activity decay) only ε_L is nonzero;
+    step t moves the top t+1 layers and leaves every layer below with an error, a gradient and a move of
+    exactly 0. With ``front`` (the default) the engine computes only the layers the signal has reached: the
+    top t layers' errors and the top t+1 layers' gradients at step t, the top min(T, H) layers' weight
+    gradients at the end (exact zeros below). The numbers are those of the whole computation, bit for bit
+    (tested); it saves most of the hidden products where T is not much larger than H (T = 8, H = 8:
+    43 % of the inference products; H = 32: 87 %). ``front=False`` computes every layer at every step.
     """
 
     def __init__(self, spec: NetSpec, R: int, B: int, cfg: InferenceConfig, *, dtype: torch.dtype = torch.float32,
-                 device: str | torch.device = "cpu"):
+                 device: str | torch.device = "cpu", front: bool = True):
         self.spec, self.R, self.B, self.cfg = spec, R, B, cfg
         self.m = multipliers(spec)
         H, N = spec.H, spec.N
@@ -251,27 +258,46 @@ class PCEngine:
         self.mu1 = buf(R, B, N)
         self.eps_out = buf(R, B, spec.d_y)
         self.gnorm = buf(max(cfg.steps, 1), R)  # ‖B·∂F/∂z‖ per step and run
-        self._g_rows = self.G.view(H * R, B * N)
         self._layer_norms = buf(H * R)
         self.adam_m = buf(*shape) if cfg.optim == "adam" else None
         self.adam_v = buf(*shape) if cfg.optim == "adam" else None
         self.at_feedforward = False
-        # views made once (slicing in the step loop costs more than the small element-wise kernels)
-        def flat(t: torch.Tensor) -> torch.Tensor:
-            return t.view(-1, B, t.shape[-1])
-
-        self.v_lo = {k: t[:-1] for k, t in self._bufs().items()}  # layers 1…H-1 (below another layer)
-        self.v_hi = {k: t[1:] for k, t in self._bufs().items()}  # layers 2…H
-        self.v_last = {k: t[-1] for k, t in self._bufs().items()}
+        self.use_front = front and not cfg.activity_decay  # decay moves every layer from the first step
+        self.reached = H  # top layers whose errors may be nonzero (the rest are exactly 0)
         self.z_layers, self.P_layers, self.E0 = self.z.unbind(0), self.P.unbind(0), self.E[0]
-        self.f_lo = {k: flat(t) for k, t in self.v_lo.items()}
-        self.f_hi = {k: flat(t) for k, t in self.v_hi.items()}
+        self.v_last = {k: t[-1] for k, t in self._bufs().items()}
+        self._views: dict[int, dict[str, torch.Tensor]] = {}  # per front size: made once, reused every step
 
     def _bufs(self) -> dict[str, torch.Tensor]:
         out = {"z": self.z, "E": self.E, "T": self.T, "G": self.G, "P": self.P}
         if self.D is not None:
             out["D"] = self.D
+        if self.adam_m is not None:
+            out["m"], out["v"] = self.adam_m, self.adam_v
         return out
+
+    def _top(self, k: int) -> dict[str, torch.Tensor]:
+        """Views for an error front of k layers (slicing in the step loop costs more than the small
+        element-wise kernels, so each set is made once): ``top:*`` the top min(k+1, H) layers (gradient,
+        φ, update), ``lo:*``/``hi:*`` the c = min(k, H-1) hidden products' rows below/above, as [H', R, B, N]
+        and flat ``flo:*``/``fhi:*`` [c·R, B, N], and the c layers' hidden weights ``w``/``wt``."""
+        if k in self._views:
+            return self._views[k]
+        H, R, B = self.spec.H, self.R, self.B
+        g, c = min(k + 1, H), min(k, H - 1)
+        v: dict[str, torch.Tensor] = {}
+        for name, t in self._bufs().items():
+            v[f"top:{name}"] = t[H - g:]
+            if c:
+                lo, hi = t[H - 1 - c:H - 1], t[H - c:]
+                v[f"lo:{name}"], v[f"hi:{name}"] = lo, hi
+                v[f"flo:{name}"], v[f"fhi:{name}"] = lo.reshape(-1, B, t.shape[-1]), hi.reshape(-1, B, t.shape[-1])
+        v["rows"] = self.G[H - g:].view(g * R, -1)
+        v["norms"] = self._layer_norms[(H - g) * R:]
+        if c and hasattr(self, "w_hid"):
+            v["w"], v["wt"] = self.w_hid[(H - 1 - c) * R:], self.w_hid_t[(H - 1 - c) * R:]
+        self._views[k] = v
+        return v
 
     # -- weights
 
@@ -285,6 +311,7 @@ class PCEngine:
         self.w_hid = layer_major(w.w_hid)
         self.w_hid_t = self.w_hid.transpose(1, 2)
         self.w_hid_t_layers = [self.w_hid_t[ell * R:(ell + 1) * R] for ell in range(self.spec.H - 1)]
+        self._views.clear()
 
     def runs_view(self, t: torch.Tensor) -> torch.Tensor:
         """A layer-major buffer [H, R, B, N] in the engine-wide layout [R, H, B, N] (a view)."""
@@ -296,7 +323,9 @@ class PCEngine:
         self.mu1.baddbmm_(_runs(x, self.R), self.w_in_t, beta=0.0, alpha=self.m.a_in)
 
     def feedforward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Feed-forward activities into ``z`` (§1.5) and ε_L; returns the train loss ½·mean (y − ŷ)² [R]."""
+        """Feed-forward activities into ``z`` (§1.5) and ε_L; returns the train loss ½·mean (y − ŷ)² [R].
+
+        Every hidden error is exactly 0 here (μ_ℓ is z_ℓ, formed the same way), so ``E`` is zeroed."""
         s, m = self.spec, self.m
         z, P = self.z_layers, self.P_layers
         self._input_prediction(x)
@@ -310,7 +339,9 @@ class PCEngine:
                 z[ell].baddbmm_(P[ell - 1], self.w_hid_t_layers[ell - 1], beta=0.0, alpha=m.a_hid)
         _act_into(s.act, z[-1], P[-1], self.v_last["D"] if self.D is not None else None)
         torch.baddbmm(_runs(y, self.R), P[-1], self.w_out_t, alpha=-m.a_out, out=self.eps_out)
+        self.E.zero_()
         self.at_feedforward = True
+        self.reached = 0
         return 0.5 * self.eps_out.pow(2).mean(dim=(1, 2))
 
     def set_activities(self, z0: torch.Tensor, x: torch.Tensor) -> None:
@@ -318,27 +349,33 @@ class PCEngine:
         self._input_prediction(x)
         self.z.copy_(z0.transpose(0, 1))
         self.at_feedforward = False
+        self.reached = self.spec.H
 
-    def errors(self, y: torch.Tensor) -> None:
-        """φ(z), φ'(z), hidden errors ``E`` and ε_L at the current activities (one bmm for all hidden layers)."""
-        m = self.m
-        lo, hi, flo, fhi = self.v_lo, self.v_hi, self.f_lo, self.f_hi
-        _act_into(self.spec.act, self.z, self.P, self.D)
-        torch.sub(self.z_layers[0], self.mu1, out=self.E0)
-        if self.spec.H > 1:  # μ_ℓ exactly as the feed-forward pass forms it
+    def errors(self, y: torch.Tensor, k: int | None = None) -> None:
+        """φ(z), φ'(z), hidden errors ``E`` and ε_L at the current activities (one bmm for all hidden layers).
+
+        Only the top ``k`` layers' errors are formed (default: every layer the inference signal has
+        reached); the ones below are exactly 0 and stay as they are in ``E``."""
+        m, H = self.m, self.spec.H
+        k = self.reached if k is None else k
+        v = self._top(k)
+        _act_into(self.spec.act, v["top:z"], v["top:P"], v["top:D"] if self.D is not None else None)
+        if k >= H:
+            torch.sub(self.z_layers[0], self.mu1, out=self.E0)
+        if "wt" in v:  # μ_ℓ exactly as the feed-forward pass forms it
             if m.s:
-                hi["E"].copy_(lo["z"]) if m.s == 1.0 else torch.mul(lo["z"], m.s, out=hi["E"])
-                fhi["E"].baddbmm_(flo["P"], self.w_hid_t, alpha=m.a_hid)
+                v["hi:E"].copy_(v["lo:z"]) if m.s == 1.0 else torch.mul(v["lo:z"], m.s, out=v["hi:E"])
+                v["fhi:E"].baddbmm_(v["flo:P"], v["wt"], alpha=m.a_hid)
             else:
-                fhi["E"].baddbmm_(flo["P"], self.w_hid_t, beta=0.0, alpha=m.a_hid)
-            torch.sub(hi["z"], hi["E"], out=hi["E"])
+                v["fhi:E"].baddbmm_(v["flo:P"], v["wt"], beta=0.0, alpha=m.a_hid)
+            torch.sub(v["hi:z"], v["hi:E"], out=v["hi:E"])
         torch.baddbmm(_runs(y, self.R), self.v_last["P"], self.w_out_t, alpha=-m.a_out, out=self.eps_out)
 
-    def _grad(self, hidden_errors: bool) -> None:
-        """G = B·∂F/∂z = ε_ℓ − J_ℓᵀ ε_{ℓ+1} (+ c_z z); hidden_errors False: all hidden ε are zero."""
-        m, H = self.m, self.spec.H
-        lo, hi, last, flo, fhi = self.v_lo, self.v_hi, self.v_last, self.f_lo, self.f_hi
-        if not hidden_errors:
+    def _grad(self, k: int | None) -> None:
+        """G = B·∂F/∂z = ε_ℓ − J_ℓᵀ ε_{ℓ+1} (+ c_z z) on the top min(k+1, H) layers for an error front of k
+        layers (the rest of G is 0); k None: all hidden ε are zero (the first step from feed-forward)."""
+        m, last = self.m, self.v_last
+        if k is None:
             self.G.zero_()
             last["T"].baddbmm_(self.eps_out, self.w_out, beta=0.0)
             if self.D is None:
@@ -346,20 +383,22 @@ class PCEngine:
             else:
                 last["G"].addcmul_(last["D"], last["T"], value=-m.a_out)
         else:
-            if H > 1:
+            v = self._top(k)
+            hidden = "w" in v
+            if hidden:
                 if m.s:
-                    torch.sub(lo["E"], hi["E"], alpha=m.s, out=lo["G"])
+                    torch.sub(v["lo:E"], v["hi:E"], alpha=m.s, out=v["lo:G"])
                 else:
-                    lo["G"].copy_(lo["E"])
+                    v["lo:G"].copy_(v["lo:E"])
             last["G"].copy_(last["E"])
             if self.D is None:  # linear: the Jacobian product accumulates straight into G
-                if H > 1:
-                    flo["G"].baddbmm_(fhi["E"], self.w_hid, alpha=-m.a_hid)
+                if hidden:
+                    v["flo:G"].baddbmm_(v["fhi:E"], v["w"], alpha=-m.a_hid)
                 last["G"].baddbmm_(self.eps_out, self.w_out, alpha=-m.a_out)
             else:
-                if H > 1:
-                    torch.bmm(fhi["E"], self.w_hid, out=flo["T"])
-                    lo["G"].addcmul_(lo["D"], lo["T"], value=-m.a_hid)
+                if hidden:
+                    torch.bmm(v["fhi:E"], v["w"], out=v["flo:T"])
+                    v["lo:G"].addcmul_(v["lo:D"], v["lo:T"], value=-m.a_hid)
                 last["T"].baddbmm_(self.eps_out, self.w_out, beta=0.0)
                 last["G"].addcmul_(last["D"], last["T"], value=-m.a_out)
         if self.cfg.activity_decay:
@@ -367,46 +406,52 @@ class PCEngine:
 
     def infer(self, y: torch.Tensor, lr: torch.Tensor | float) -> torch.Tensor:
         """T synchronous GD or Adam steps (fresh state) on the batch-mean energy; returns n_converged [R]."""
-        cfg, B, R = self.cfg, self.B, self.R
-        z, G = self.z, self.G
+        cfg, B, R, H = self.cfg, self.B, self.R, self.spec.H
         per_run = isinstance(lr, torch.Tensor)
-        lr_v = lr.to(z.dtype).view(1, R, 1, 1) if per_run else lr
+        lr_v = lr.to(self.z.dtype).view(1, R, 1, 1) if per_run else lr
         lr_b = lr_v / B
         if cfg.optim == "adam":
             self.adam_m.zero_()
             self.adam_v.zero_()
+        front = self.use_front and self.at_feedforward
+        if front:
+            self._layer_norms.zero_()
         for t in range(cfg.steps):
             first = t == 0 and self.at_feedforward
+            k = min(t, H) if front else H  # layers whose errors may be nonzero before this step
             if not first:
-                self.errors(y)
-            self._grad(hidden_errors=not first)
+                self.errors(y, k)
+            self._grad(None if first else k)
+            v = self._top(k if front else H)  # the layers this step moves (all, when not following the front)
             # ‖G‖ per run in two contiguous reductions (one over (0, 2, 3) is ≈ 6× slower for R > 1)
-            torch.linalg.vector_norm(self._g_rows, dim=1, out=self._layer_norms)
+            torch.linalg.vector_norm(v["rows"], dim=1, out=v["norms"])
             torch.linalg.vector_norm(self._layer_norms.view(-1, R), dim=0, out=self.gnorm[t])
             if cfg.optim == "adam":
-                self._adam(t + 1, lr_v)
+                self._adam(t + 1, lr_v, v)
             elif per_run:
-                z.addcmul_(G, lr_b, value=-1.0)
+                v["top:z"].addcmul_(v["top:G"], lr_b, value=-1.0)
             else:
-                z.add_(G, alpha=-lr_b)
+                v["top:z"].add_(v["top:G"], alpha=-lr_b)
+        self.reached = min(cfg.steps, H) if front else H
         self.at_feedforward = False
         return self.n_converged()
 
-    def _adam(self, t: int, lr: torch.Tensor | float) -> None:
-        """The :class:`Adam` update on the activities, in place (g = G / B), operation for operation."""
+    def _adam(self, t: int, lr: torch.Tensor | float, v: dict[str, torch.Tensor]) -> None:
+        """The :class:`Adam` update on the activities, in place (g = G / B), operation for operation, on the
+        layers ``v`` holds (elsewhere G, m and v are 0, so the update is too)."""
         b1, b2, eps = 0.9, 0.999, 1e-8
-        G, T, m, v = self.G, self.T, self.adam_m, self.adam_v
+        G, T, m, s = v["top:G"], v["top:T"], v["top:m"], v["top:v"]
         G.div_(self.B)
         m.mul_(b1).add_(G, alpha=1 - b1)
-        v.mul_(b2).addcmul_(G, G, value=1 - b2)
-        torch.div(v, 1 - b2**t, out=T)
+        s.mul_(b2).addcmul_(G, G, value=1 - b2)
+        torch.div(s, 1 - b2**t, out=T)
         T.clamp_min_(sqrt_floor(T.dtype, eps)).sqrt_().add_(eps)
         torch.div(m, 1 - b1**t, out=G)
         G.div_(T)
         if isinstance(lr, torch.Tensor):
-            self.z.addcmul_(G, lr, value=-1.0)
+            v["top:z"].addcmul_(G, lr, value=-1.0)
         else:
-            self.z.add_(G, alpha=-lr)
+            v["top:z"].add_(G, alpha=-lr)
 
     def n_converged(self) -> torch.Tensor:
         """Last step whose gradient RMS is below the threshold, else T (as :func:`infer`)."""
@@ -422,13 +467,22 @@ class PCEngine:
 
     def weight_grads(self, x: torch.Tensor, out: list[torch.Tensor]) -> None:
         """∂F/∂W (batch mean) at the current errors into ``out`` = [g_in [R,N,D], g_hid storage
-        [H-1, R, N, N] (layer-major), g_out [R,d_y,N]] (regularisers: :func:`add_regularisers`)."""
-        m, B = self.m, self.B
+        [H-1, R, N, N] (layer-major), g_out [R,d_y,N]] (regularisers: :func:`add_regularisers`).
+        Layers whose error is exactly 0 (below the inference front) get an exact 0."""
+        m, B, H = self.m, self.B, self.spec.H
         g_in, g_hid, g_out = out
-        g_in.baddbmm_(self.E0.transpose(1, 2), _runs(x, self.R), beta=0.0, alpha=-m.a_in / B)
-        if self.spec.H > 1:
-            g_hid.view(-1, *g_hid.shape[-2:]).baddbmm_(self.f_hi["E"].transpose(1, 2), self.f_lo["P"], beta=0.0,
-                                                       alpha=-m.a_hid / B)
+        if self.reached >= H:
+            g_in.baddbmm_(self.E0.transpose(1, 2), _runs(x, self.R), beta=0.0, alpha=-m.a_in / B)
+        else:
+            g_in.zero_()
+        if H > 1:
+            v = self._top(self.reached)
+            flat = g_hid.view(-1, *g_hid.shape[-2:])
+            c = v["fhi:E"].shape[0] if "w" in v else 0
+            flat[:flat.shape[0] - c].zero_()
+            if c:
+                flat[flat.shape[0] - c:].baddbmm_(v["fhi:E"].transpose(1, 2), v["flo:P"], beta=0.0,
+                                                  alpha=-m.a_hid / B)
         g_out.baddbmm_(self.eps_out.transpose(1, 2), self.v_last["P"], beta=0.0, alpha=-m.a_out / B)
 
 

@@ -7,6 +7,7 @@ One process, one thread, pinned by the caller. Per setting (μPC, ReLU, skips, B
 float32, a 1,024-image evaluation every 16 iterations; synthetic MNIST-shaped data, so no download):
 
 * ``sequential``: 9 runs trained one after another by ``train_group`` (one run per group);
+* ``whole``: the same, with the engine computing every layer at every step;
 * ``stacked``: the same 9 runs as one stacked group;
 * ``auto``: the runs per stack that the trainer's layout probe (``trainer.stack_layout``) picks here;
 * ``previous``: one run through the per-function path the trainer used before the layer-batched
@@ -18,10 +19,13 @@ float32, a 1,024-image evaluation every 16 iterations; synthetic MNIST-shaped da
 Useful FLOPs per iteration (matrix products only; W₁x once per batch): feed-forward
 ``2B(784N + (H−1)N² + 10N)``, each of the T inference steps ``2B(2(H−1)N² + 2·10N)``, the final
 errors ``2B((H−1)N² + 10N)``, the weight gradients (≈ feed-forward) and the evaluation share
-(1,024 images / 16 iterations = one feed-forward of 64). The engine skips the first step's hidden
-predictions (exact zeros at the feed-forward point), so it executes fewer FLOPs than counted; the
-"executed" column says how many. Timings are the best of ``--repeats`` interleaved rounds, so
-load from other processes on the core hits every column alike.
+(1,024 images / 16 iterations = one feed-forward of 64). The engine follows the inference front: at
+the feed-forward point every hidden error is exactly 0, and step t has moved only the top t layers,
+so it forms only their predictions and Jᵀε (and the first layer's weight gradient only when T ≥ H);
+it executes fewer FLOPs than counted, the "exec" column says how many, and ``whole`` is the same
+trainer computing every layer at every step (``front=False``), for the side-by-side ratio. Timings
+are the best of ``--repeats`` interleaved rounds, so load from other processes on the core hits
+every column alike.
 """
 
 from __future__ import annotations
@@ -45,12 +49,19 @@ D, DY, B, T, EVAL_N, EVAL_EVERY, RUNS = 784, 10, 64, 8, 1024, 16, 9
 
 
 def flops(N: int, H: int) -> tuple[float, float]:
-    """(useful, executed) matrix-product FLOPs of one training iteration of one run."""
+    """(useful, executed) matrix-product FLOPs of one training iteration of one run: useful by the
+    formula above, executed as the engine follows the inference front (step t: the top t layers'
+    predictions and Jᵀε only; the first layer's weight gradient only once the signal reaches it)."""
     ffwd = 2 * B * (D * N + (H - 1) * N * N + DY * N)
     pred = 2 * B * ((H - 1) * N * N + DY * N)
     step = 2 * pred
-    useful = ffwd + T * step + pred + ffwd + ffwd * (EVAL_N / EVAL_EVERY) / B
-    executed = useful - 2 * B * 2 * (H - 1) * N * N  # first step: no hidden predictions, no hidden Jᵀε
+    evaluation = ffwd * (EVAL_N / EVAL_EVERY) / B
+    useful = ffwd + T * step + pred + ffwd + evaluation
+    hid, out = 2 * B * N * N, 2 * B * DY * N
+    steps = out + sum(2 * (min(t, H - 1) * hid + out) for t in range(1, T))
+    final = min(T, H - 1) * hid + out
+    grads = (2 * B * D * N if T >= H else 0) + min(T, H - 1) * hid + out
+    executed = ffwd + steps + final + grads + evaluation
     return useful, executed
 
 
@@ -109,15 +120,19 @@ def matmul_replay(N: int, H: int, R: int, iters: int) -> callable:
             o[(ell + 1) * R:(ell + 2) * R].baddbmm_(a[ell * R:(ell + 1) * R], w)
         torch.baddbmm(y, a[-R:], w_out.transpose(1, 2), out=eps_out)
         for t in range(T + 1):  # T steps (the first without hidden products) and the final errors
-            if t > 0:
-                hi.baddbmm_(lo, hid.transpose(1, 2))
-            torch.baddbmm(y, a[-R:], w_out.transpose(1, 2), out=eps_out)
-            if 0 < t < T:
-                torch.bmm(hi, hid, out=lo)
+            c = min(t, H - 1) * R  # rows of the layers the inference front has reached
+            if c:
+                hi[-c:].baddbmm_(lo[-c:], hid[-c:].transpose(1, 2))
+            if t:  # the first step reuses the feed-forward pass's ε_L
+                torch.baddbmm(y, a[-R:], w_out.transpose(1, 2), out=eps_out)
+            if c and t < T:
+                torch.bmm(hi[-c:], hid[-c:], out=lo[-c:])
             if t < T:
                 a[-R:].baddbmm_(eps_out, w_out, beta=0.0)
-        g_in.baddbmm_(a[:R].transpose(1, 2), x, beta=0.0)
-        g_hid.baddbmm_(hi.transpose(1, 2), lo, beta=0.0)
+        if T >= H:
+            g_in.baddbmm_(a[:R].transpose(1, 2), x, beta=0.0)
+        c = min(T, H - 1) * R
+        g_hid[-c:].baddbmm_(hi[-c:].transpose(1, 2), lo[-c:], beta=0.0)
         g_out.baddbmm_(eps_out.transpose(1, 2), a[-R:], beta=0.0)
         if (i + 1) % EVAL_EVERY == 0:  # evaluation: one feed-forward of 1,024 images per run
             z = torch.matmul(xe, w_in.reshape(R * N, D).T).view(EVAL_N, R, N).transpose(0, 1)
@@ -130,6 +145,22 @@ def matmul_replay(N: int, H: int, R: int, iters: int) -> callable:
             one_iteration(i)
 
     return run
+
+
+class WholeEngine(tr.PCEngine):
+    """The engine computing every layer at every step (``front=False``), for the side-by-side ratio."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs, front=False)
+
+
+def whole_layers(runs: list[RunConfig], data: tr.DataSet) -> None:
+    """The sequential trainer with :class:`WholeEngine` (the trainer's engine class, swapped for the call)."""
+    engine, tr.PCEngine = tr.PCEngine, WholeEngine
+    try:
+        tr.train_group(runs, data, "cpu", layout="sequential")
+    finally:
+        tr.PCEngine = engine
 
 
 def best_time(fn: callable, best: dict[str, float], key: str) -> None:
@@ -145,6 +176,7 @@ def bench(N: int, H: int, iters: int, repeats: int) -> dict[str, float]:
         "sequential": lambda: tr.train_group(runs, data, "cpu", layout="sequential"),
         "stacked": lambda: tr.train_group(runs, data, "cpu", layout="stacked"),
         "previous": lambda: previous_engine(runs[:1], data),
+        "whole": lambda: whole_layers(runs, data),
         "peak1": matmul_replay(N, H, 1, iters),
         "peak9": matmul_replay(N, H, RUNS, iters),
     }
@@ -161,7 +193,7 @@ def bench(N: int, H: int, iters: int, repeats: int) -> dict[str, float]:
     n_seq = RUNS * iters
     out = {"N": N, "H": H, "useful_gflop": useful / 1e9, "executed_gflop": executed / 1e9,
            "seq_its": n_seq / best["sequential"], "stacked_its": n_seq / best["stacked"],
-           "previous_its": iters / best["previous"],
+           "previous_its": iters / best["previous"], "whole_its": n_seq / best["whole"],
            "previous_stacked_its": n_seq / best["previous stacked"] if "previous stacked" in best else float("nan"),
            "mm_seq": best["peak1"] / (best["sequential"] / RUNS), "mm_stacked": best["peak9"] / best["stacked"],
            "peak1": useful * iters / best["peak1"] / 1e9 * (executed / useful),
@@ -180,22 +212,28 @@ def main() -> None:
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     print(f"torch {torch.__version__}, 1 thread, CPU affinity {cpus}; μPC ReLU skips, B={B}, T={T}, float32, "
           f"eval {EVAL_N} images / {EVAL_EVERY} its; {RUNS} runs; best of {a.repeats} interleaved rounds")
-    print("it/s: sequential and previous = per run; stacked = summed over the 9 runs. GF/s = useful GFLOP/s "
-          "by the count above; peak = the same iteration's matrix products alone (executed FLOPs / time); "
-          "% = useful GF/s / peak; mm% = share of the iteration's time the products alone take; auto = runs per "
-          "stack the trainer's probe picks; prev stk = the previous path stacked (N <= 32 only)")
-    hdr = (f"{'N':>4} {'H':>3} {'GFLOP/it':>9} {'exec':>6} | {'previous':>8} {'seq it/s':>8} {'GF/s':>6} "
-           f"{'peak':>5} {'%':>4} | {'stack it/s':>10} {'GF/s':>6} {'peak':>5} {'%':>4} | "
-           f"{'seq/prev':>8} {'stack/seq':>9} {'auto':>4} | {'mm% seq':>7} {'mm% stk':>7} {'prev stk':>8}")
+    print("it/s: sequential, whole and previous = per run; stacked = summed over the 9 runs. GF/s = useful "
+          "GFLOP/s by the count above; peak = the same iteration's matrix products alone (executed FLOPs / "
+          "time); % = useful GF/s / peak (the issue's measure; above 100 % where the skipped products outweigh "
+          "the rest); x% = executed GF/s / peak; whole = the engine computing every layer at every step "
+          "(front=False); mm% = share of the iteration's time the products alone take; auto = runs per stack "
+          "the trainer's probe picks; prev stk = the previous path stacked (N <= 32 only)")
+    hdr = (f"{'N':>4} {'H':>3} {'GFLOP/it':>9} {'exec':>6} | {'previous':>8} {'whole':>7} {'seq it/s':>8} "
+           f"{'GF/s':>6} {'peak':>5} {'%':>4} {'x%':>4} | {'stack it/s':>10} {'GF/s':>6} {'peak':>5} {'%':>4} "
+           f"{'x%':>4} | {'seq/prev':>8} {'seq/whole':>9} {'stack/seq':>9} {'auto':>4} | {'mm% seq':>7} "
+           f"{'mm% stk':>7} {'prev stk':>8}")
     print(hdr)
     for size in a.sizes:
         N, H = (int(v) for v in size.split(":"))
         r = bench(N, H, a.iters, a.repeats)
         g_seq, g_st = r["seq_its"] * r["useful_gflop"], r["stacked_its"] * r["useful_gflop"]
+        x = r["executed_gflop"] / r["useful_gflop"]
         print(f"{N:>4} {H:>3} {r['useful_gflop']:>9.4f} {r['executed_gflop']:>6.3f} | {r['previous_its']:>8.1f} "
-              f"{r['seq_its']:>8.1f} {g_seq:>6.1f} {r['peak1']:>5.1f} {100 * g_seq / r['peak1']:>4.0f} | "
-              f"{r['stacked_its']:>10.1f} {g_st:>6.1f} {r['peak9']:>5.1f} {100 * g_st / r['peak9']:>4.0f} | "
-              f"{r['seq_its'] / r['previous_its']:>7.2f}x {r['stacked_its'] / r['seq_its']:>8.2f}x {r['auto']:>4} | "
+              f"{r['whole_its']:>7.1f} {r['seq_its']:>8.1f} {g_seq:>6.1f} {r['peak1']:>5.1f} "
+              f"{100 * g_seq / r['peak1']:>4.0f} {100 * x * g_seq / r['peak1']:>4.0f} | "
+              f"{r['stacked_its']:>10.1f} {g_st:>6.1f} {r['peak9']:>5.1f} {100 * g_st / r['peak9']:>4.0f} "
+              f"{100 * x * g_st / r['peak9']:>4.0f} | {r['seq_its'] / r['previous_its']:>7.2f}x "
+              f"{r['seq_its'] / r['whole_its']:>8.2f}x {r['stacked_its'] / r['seq_its']:>8.2f}x {r['auto']:>4} | "
               f"{100 * r['mm_seq']:>7.0f} {100 * r['mm_stacked']:>7.0f} {r['previous_stacked_its']:>8.1f}", flush=True)
 
 

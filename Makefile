@@ -35,12 +35,12 @@ LOCK := requirements.lock
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 # CPU torch: a local wheel folder where the machine has one, else PyTorch's CPU index.
-# --compile-bytecode: every package is installed with its .pyc, so no stage, test or dvc call compiles
-# them again (where PYTHONDONTWRITEBYTECODE is set, Python never writes them, and torch's import alone
-# takes twice as long in every process).
 TORCH_WHEELS ?= $(wildcard /opt/wheels)
 TORCH_SOURCE := $(if $(TORCH_WHEELS),--find-links $(TORCH_WHEELS),--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
 
+# --compile-bytecode: every package is installed with its .pyc, so no stage, test or dvc call compiles
+# them again (where PYTHONDONTWRITEBYTECODE is set, Python never writes them, and torch's import alone
+# takes twice as long in every process).
 $(STAMP): $(LOCK) pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(UV) || $(BIN)/python -m pip install -q uv==$(UV_VERSION) $(PIPQUIET)

@@ -237,8 +237,9 @@ class PCEngine:
     exactly 0. With ``front`` (the default) the engine computes only the layers the signal has reached: the
     top t layers' errors and the top t+1 layers' gradients at step t, the top min(T, H) layers' weight
     gradients at the end (exact zeros below). The numbers are those of the whole computation, bit for bit
-    (tested); it saves most of the hidden products where T is not much larger than H (T = 8, H = 8:
-    43 % of the inference products; H = 32: 87 %). ``front=False`` computes every layer at every step.
+    (tested). Step t's hidden products cover min(t, H-1) of the H-1 layers, so it pays where T is not much
+    larger than H (``benchmarks/pc_training.py`` measures it). ``front=False`` computes every layer at every
+    step.
     """
 
     def __init__(self, spec: NetSpec, R: int, B: int, cfg: InferenceConfig, *, dtype: torch.dtype = torch.float32,
@@ -294,7 +295,7 @@ class PCEngine:
                 v[f"flo:{name}"], v[f"fhi:{name}"] = lo.reshape(-1, B, t.shape[-1]), hi.reshape(-1, B, t.shape[-1])
         v["rows"] = self.G[H - g:].view(g * R, -1)
         v["norms"] = self._layer_norms[(H - g) * R:]
-        if c and hasattr(self, "w_hid"):
+        if c:  # the weights are bound first (bind clears these views)
             v["w"], v["wt"] = self.w_hid[(H - 1 - c) * R:], self.w_hid_t[(H - 1 - c) * R:]
         self._views[k] = v
         return v
@@ -478,10 +479,10 @@ class PCEngine:
         if H > 1:
             v = self._top(self.reached)
             flat = g_hid.view(-1, *g_hid.shape[-2:])
-            c = v["fhi:E"].shape[0] if "w" in v else 0
-            flat[:flat.shape[0] - c].zero_()
-            if c:
-                flat[flat.shape[0] - c:].baddbmm_(v["fhi:E"].transpose(1, 2), v["flo:P"], beta=0.0,
+            rows = v["fhi:E"].shape[0] if "w" in v else 0  # layers × runs with a nonzero error above
+            flat[:flat.shape[0] - rows].zero_()
+            if rows:
+                flat[flat.shape[0] - rows:].baddbmm_(v["fhi:E"].transpose(1, 2), v["flo:P"], beta=0.0,
                                                   alpha=-m.a_hid / B)
         g_out.baddbmm_(self.eps_out.transpose(1, 2), self.v_last["P"], beta=0.0, alpha=-m.a_out / B)
 

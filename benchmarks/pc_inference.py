@@ -65,8 +65,8 @@ def main() -> None:
             single_engines.append(e)
 
         fns = {
-            "engine stacked": lambda: (stacked_engine.feedforward(x, y), stacked_engine.infer(y, lr)),
-            "engine sequential": lambda: [(e.feedforward(xr, yr), e.infer(yr, lrr))
+            "engine stacked": lambda: (stacked_engine.feedforward(x, y), stacked_engine.infer(lr)),
+            "engine sequential": lambda: [(e.feedforward(xr, yr), e.infer(lrr))
                                           for e, (_, xr, yr, _, lrr) in zip(single_engines, singles)],
             "formulas stacked": lambda: infer(spec, w, x, y, feedforward(spec, w, x)[0], lr, cfg),
             "formulas sequential": lambda: [infer(spec, wr, xr, yr, feedforward(spec, wr, xr)[0], lrr, cfg)

@@ -119,9 +119,9 @@ def test_engine_iteration_matches_per_layer_reference(act, skips, param, R, opti
     eng.bind(w)
     loss = eng.feedforward(x, y)
     z_ff = eng.runs_view(eng.z).clone()
-    eng.infer(y, lr)
+    eng.infer(lr)
     z_eng = eng.runs_view(eng.z)
-    eng.errors(y)
+    eng.errors()
     grads = [torch.empty_like(t) for t in store]
     eng.weight_grads(x, grads)
     g_hid_runs = grads[1].transpose(0, 1)
@@ -146,8 +146,8 @@ def test_engine_from_given_activities_with_decay(act, skips, param, R):
     z0 = z0 + 0.2 * torch.randn(z0.shape, generator=torch.Generator().manual_seed(3), dtype=F64)
     eng = PCEngine(spec, R, x.shape[1], InferenceConfig(steps=5, activity_decay=0.4), dtype=F64)
     eng.bind(w)
-    eng.set_activities(z0, x)
-    eng.infer(y, 0.5)
+    eng.set_activities(z0, x, y)
+    eng.infer(0.5)
     for r in range(R):
         z = ref_infer(spec, w, x, y, list(z0[r].unbind(0)), 0.5, 5, "gd", r, decay=0.4)
         assert close(eng.runs_view(eng.z)[r], torch.stack(z))
@@ -165,7 +165,7 @@ def test_engine_equals_the_formula_functions_and_convergence_count(act, optim):
         eng = PCEngine(spec, 3, x.shape[1], cfg, dtype=F64)
         eng.bind(w)
         eng.feedforward(x, y)
-        n = eng.infer(y, lr)
+        n = eng.infer(lr)
         assert close(eng.runs_view(eng.z), ref.z, 1e-10)
         assert torch.equal(n, ref.n_converged)
 
@@ -178,8 +178,8 @@ def test_untouched_layers_keep_exactly_zero_errors():
     w32 = Weights(*(t.float() for t in w.tensors()))
     eng.bind(w32)
     eng.feedforward(x.float(), y.float())
-    eng.infer(y.float(), 0.1)  # two steps move layers H and H-1 only
-    eng.errors(y.float())
+    eng.infer(0.1)  # two steps move layers H and H-1 only
+    eng.errors()
     assert eng.E[: spec.H - 2].abs().max() == 0
     assert eng.E[-1].abs().max() > 0
 
@@ -198,9 +198,9 @@ def _front_iterations(act, skips, param, R, H, T, optim, decay, front, dtype, it
     out = []
     for _ in range(iters):
         loss = eng.feedforward(x, y)
-        n = eng.infer(y, lr)
+        n = eng.infer(lr)
         z = eng.z.clone()
-        eng.errors(y)
+        eng.errors()
         eng.weight_grads(x, grads)
         out.append([loss, n, z, eng.gnorm.clone(), eng.E.clone(), eng.eps_out.clone(), *(g.clone() for g in grads)])
         for t, g in zip(store, grads):
@@ -238,8 +238,8 @@ def test_the_front_skips_the_layers_the_signal_has_not_reached():
     eng.bind(w32)
     eng.E.fill_(7.0)  # stale values from an earlier batch must not survive the feed-forward
     eng.feedforward(x.float(), y.float())
-    eng.infer(y.float(), 0.1)
-    eng.errors(y.float())
+    eng.infer(0.1)
+    eng.errors()
     assert eng.reached == 2
     assert eng.E[:6].abs().max() == 0 and eng.E[6:].abs().amax(dim=(1, 2, 3)).min() > 0
     grads = [torch.full_like(t.float(), 3.0) for t in store]
@@ -293,7 +293,7 @@ def reference_trainer(runs, data):
         eps, eps_out = errors(spec, w, x, y, z)
         w = Weights(*opt.step(w.tensors(), weight_grads(spec, w, x, z, eps, eps_out).tensors()))
         if (i + 1) % rc0.test_every == 0:
-            accs.append(tr.evaluate(spec, w, data, half_mse=True)[1])
+            accs.append(0.5 * (data.y_test - tr.predict(spec, w, data.x_test)).pow(2).mean(dim=(1, 2)))
     return torch.stack(losses).numpy(), torch.stack(accs).numpy()
 
 
@@ -326,3 +326,33 @@ def test_trainer_matches_the_formula_trainer(act, optim, monkeypatch):
         for key in a.arrays:
             np.testing.assert_array_equal(a.arrays[key], b.arrays[key])
     assert stacked[0].extra["stack_layout"]["runs_per_stack"] == 3
+
+
+@pytest.mark.parametrize("act,skips", [("linear", False), ("tanh", True), ("relu", True)])
+def test_evaluator_matches_the_formula_forward_pass(act, skips):
+    """Accuracy and loss from the evaluator's reused buffers equal those of ``predict`` (one chunk and
+    several), and a second call after a weight change sees the new weights."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(256, 20, generator=g, dtype=F64)
+    y = torch.nn.functional.one_hot(torch.randint(0, 10, (256,), generator=g), 10).to(F64)
+    data = tr.DataSet(x[:64], y[:64], x[64:], y[64:])
+    spec = NetSpec(D=20, N=8, H=3, d_y=10, act=act, skips=skips, param="mupc", init="standard_gauss")
+    w = init_weights(spec, [0, 1, 2], dtype=F64)
+
+    def formula(w):
+        y_hat = tr.predict(spec, w, data.x_test)
+        acc = 100.0 * (y_hat.argmax(-1) == data.y_test.argmax(-1)).double().mean(-1)
+        return acc, 0.5 * (y_hat - data.y_test).pow(2).mean(dim=(1, 2))
+
+    for max_elems in (2**26, 64 * 3 * 8):  # the whole test set at once; 64 images per chunk
+        ev = tr.Evaluator(spec, 3, data, half_mse=True, max_elems=max_elems)
+        assert ev.chunk == (192 if max_elems == 2**26 else 64)
+        for scale in (1.0, 3.0):
+            w_now = Weights(*(scale * t for t in w.tensors()))
+            acc, loss = ev(w_now)
+            acc_f, loss_f = formula(w_now)
+            assert torch.allclose(acc.double(), acc_f, atol=1e-4)
+            assert torch.allclose(loss, loss_f, rtol=1e-12)
+        assert not torch.equal(formula(w)[1], loss)  # the weights changed the loss
+    with pytest.raises(ValueError, match="2 runs, the evaluator 3"):
+        ev(init_weights(spec, [0, 1], dtype=F64))

@@ -194,7 +194,7 @@ def train_loss(y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 # ----------------------------------------------------------------------------- layer-batched engine
 
 
-def _act_into(act: str, z: torch.Tensor, p: torch.Tensor, d: torch.Tensor | None) -> None:
+def act_into(act: str, z: torch.Tensor, p: torch.Tensor, d: torch.Tensor | None) -> None:
     """p = φ(z) and d = φ'(z), written into preallocated buffers (linear: p is z, d is unused)."""
     if act == "relu":
         torch.clamp_min(z, 0.0, out=p)
@@ -227,8 +227,8 @@ class PCEngine:
     :func:`activity_grad`, :func:`infer` and :func:`weight_grads` to float round-off.
 
     Use: :meth:`bind` the weights (views; rebinding is needed only when the tensors are replaced),
-    :meth:`feedforward` (activity init, returns the train loss), :meth:`infer`, :meth:`errors` (at the final
-    activities), :meth:`weight_grads`. Predictions μ_ℓ are formed exactly as the feed-forward pass forms
+    :meth:`feedforward` (takes the batch, activity init, returns the train loss), :meth:`infer`, :meth:`errors`
+    (at the final activities), :meth:`weight_grads`. Predictions μ_ℓ are formed exactly as the feed-forward pass forms
     them, so a layer whose input has not moved has an error of exactly 0 (as in :func:`errors`; Adam would
     turn round-off there into full-size steps).
 
@@ -257,7 +257,10 @@ class PCEngine:
         self.P = self.z if linear else buf(*shape)  # φ(z)
         self.D = None if linear else buf(*shape)  # φ'(z)
         self.mu1 = buf(R, B, N)
-        self.eps_out = buf(R, B, spec.d_y)
+        # ε_L and the batch's targets are kept as [R, d_y, B]: ŷ as W_L φ(z_H)ᵀ is one product with a wide
+        # output, 2-3× faster for stacked runs than φ(z_H) W_Lᵀ with its 10-wide one (``eps_out`` is the view)
+        self.y_t, self.eps_out_t = buf(R, spec.d_y, B), buf(R, spec.d_y, B)
+        self.eps_out = self.eps_out_t.transpose(1, 2)
         self.gnorm = buf(max(cfg.steps, 1), R)  # ‖B·∂F/∂z‖ per step and run
         self._layer_norms = buf(H * R)
         self.adam_m = buf(*shape) if cfg.optim == "adam" else None
@@ -267,6 +270,7 @@ class PCEngine:
         self.reached = H  # top layers whose errors may be nonzero (the rest are exactly 0)
         self.z_layers, self.P_layers, self.E0 = self.z.unbind(0), self.P.unbind(0), self.E[0]
         self.v_last = {k: t[-1] for k, t in self._bufs().items()}
+        self.P_last_t = self.v_last["P"].transpose(1, 2)
         self._views: dict[int, dict[str, torch.Tensor]] = {}  # per front size: made once, reused every step
 
     def _bufs(self) -> dict[str, torch.Tensor]:
@@ -308,7 +312,7 @@ class PCEngine:
             raise ValueError(f"weights hold {w.runs} runs, the engine {self.R}")
         R = self.R
         self.w_in_t = w.w_in.transpose(1, 2)
-        self.w_out, self.w_out_t = w.w_out, w.w_out.transpose(1, 2)
+        self.w_out = w.w_out
         self.w_hid = layer_major(w.w_hid)
         self.w_hid_t = self.w_hid.transpose(1, 2)
         self.w_hid_t_layers = [self.w_hid_t[ell * R:(ell + 1) * R] for ell in range(self.spec.H - 1)]
@@ -323,36 +327,44 @@ class PCEngine:
     def _input_prediction(self, x: torch.Tensor) -> None:
         self.mu1.baddbmm_(_runs(x, self.R), self.w_in_t, beta=0.0, alpha=self.m.a_in)
 
+    def _output_error(self) -> None:
+        """ε_L = y − a_L W_L φ(z_H), as [R, d_y, B]."""
+        torch.baddbmm(self.y_t, self.w_out, self.P_last_t, alpha=-self.m.a_out, out=self.eps_out_t)
+
     def feedforward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Feed-forward activities into ``z`` (§1.5) and ε_L; returns the train loss ½·mean (y − ŷ)² [R].
+        """Take the batch ``(x, y)``, feed-forward activities into ``z`` (§1.5) and ε_L; returns the train
+        loss ½·mean (y − ŷ)² [R]. :meth:`infer` and :meth:`errors` use this batch.
 
         Every hidden error is exactly 0 here (μ_ℓ is z_ℓ, formed the same way), so ``E`` is zeroed."""
         s, m = self.spec, self.m
         z, P = self.z_layers, self.P_layers
+        self.y_t.copy_(_runs(y, self.R).transpose(1, 2))
         self._input_prediction(x)
         z[0].copy_(self.mu1)
         for ell in range(1, s.H):
-            _act_into(s.act, z[ell - 1], P[ell - 1], None)
+            act_into(s.act, z[ell - 1], P[ell - 1], None)
             if m.s:
                 z[ell].copy_(z[ell - 1]) if m.s == 1.0 else torch.mul(z[ell - 1], m.s, out=z[ell])
                 z[ell].baddbmm_(P[ell - 1], self.w_hid_t_layers[ell - 1], alpha=m.a_hid)
             else:
                 z[ell].baddbmm_(P[ell - 1], self.w_hid_t_layers[ell - 1], beta=0.0, alpha=m.a_hid)
-        _act_into(s.act, z[-1], P[-1], self.v_last["D"] if self.D is not None else None)
-        torch.baddbmm(_runs(y, self.R), P[-1], self.w_out_t, alpha=-m.a_out, out=self.eps_out)
+        act_into(s.act, z[-1], P[-1], self.v_last["D"] if self.D is not None else None)
+        self._output_error()
         self.E.zero_()
         self.at_feedforward = True
         self.reached = 0
-        return 0.5 * self.eps_out.pow(2).mean(dim=(1, 2))
+        return 0.5 * self.eps_out_t.pow(2).mean(dim=(1, 2))
 
-    def set_activities(self, z0: torch.Tensor, x: torch.Tensor) -> None:
-        """Start inference from given activities ``z0 [R, H, B, N]`` (not necessarily feed-forward)."""
+    def set_activities(self, z0: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Take the batch ``(x, y)`` and start inference from given activities ``z0 [R, H, B, N]`` (not
+        necessarily feed-forward)."""
+        self.y_t.copy_(_runs(y, self.R).transpose(1, 2))
         self._input_prediction(x)
         self.z.copy_(z0.transpose(0, 1))
         self.at_feedforward = False
         self.reached = self.spec.H
 
-    def errors(self, y: torch.Tensor, k: int | None = None) -> None:
+    def errors(self, k: int | None = None) -> None:
         """φ(z), φ'(z), hidden errors ``E`` and ε_L at the current activities (one bmm for all hidden layers).
 
         Only the top ``k`` layers' errors are formed (default: every layer the inference signal has
@@ -360,7 +372,7 @@ class PCEngine:
         m, H = self.m, self.spec.H
         k = self.reached if k is None else k
         v = self._top(k)
-        _act_into(self.spec.act, v["top:z"], v["top:P"], v["top:D"] if self.D is not None else None)
+        act_into(self.spec.act, v["top:z"], v["top:P"], v["top:D"] if self.D is not None else None)
         if k >= H:
             torch.sub(self.z_layers[0], self.mu1, out=self.E0)
         if "wt" in v:  # μ_ℓ exactly as the feed-forward pass forms it
@@ -370,14 +382,15 @@ class PCEngine:
             else:
                 v["fhi:E"].baddbmm_(v["flo:P"], v["wt"], beta=0.0, alpha=m.a_hid)
             torch.sub(v["hi:z"], v["hi:E"], out=v["hi:E"])
-        torch.baddbmm(_runs(y, self.R), self.v_last["P"], self.w_out_t, alpha=-m.a_out, out=self.eps_out)
+        self._output_error()
 
     def _grad(self, k: int | None) -> None:
         """G = B·∂F/∂z = ε_ℓ − J_ℓᵀ ε_{ℓ+1} (+ c_z z) on the top min(k+1, H) layers for an error front of k
-        layers (the rest of G is 0); k None: all hidden ε are zero (the first step from feed-forward)."""
+        layers (below them G is 0, or, following the front, never read); k None: all hidden ε are zero (the first
+        step from feed-forward)."""
         m, last = self.m, self.v_last
         if k is None:
-            self.G.zero_()
+            (last["G"] if self.use_front else self.G).zero_()  # following the front, only the top row is read
             last["T"].baddbmm_(self.eps_out, self.w_out, beta=0.0)
             if self.D is None:
                 last["G"].add_(last["T"], alpha=-m.a_out)
@@ -405,7 +418,7 @@ class PCEngine:
         if self.cfg.activity_decay:
             self.G.add_(self.z, alpha=self.cfg.activity_decay)
 
-    def infer(self, y: torch.Tensor, lr: torch.Tensor | float) -> torch.Tensor:
+    def infer(self, lr: torch.Tensor | float) -> torch.Tensor:
         """T synchronous GD or Adam steps (fresh state) on the batch-mean energy; returns n_converged [R]."""
         cfg, B, R, H = self.cfg, self.B, self.R, self.spec.H
         per_run = isinstance(lr, torch.Tensor)
@@ -421,7 +434,7 @@ class PCEngine:
             first = t == 0 and self.at_feedforward
             k = min(t, H) if front else H  # layers whose errors may be nonzero before this step
             if not first:
-                self.errors(y, k)
+                self.errors(k)
             self._grad(None if first else k)
             v = self._top(k if front else H)  # the layers this step moves (all, when not following the front)
             # ‖G‖ per run in two contiguous reductions (one over (0, 2, 3) is ≈ 6× slower for R > 1)
@@ -484,7 +497,7 @@ class PCEngine:
             if rows:
                 flat[flat.shape[0] - rows:].baddbmm_(v["fhi:E"].transpose(1, 2), v["flo:P"], beta=0.0,
                                                   alpha=-m.a_hid / B)
-        g_out.baddbmm_(self.eps_out.transpose(1, 2), self.v_last["P"], beta=0.0, alpha=-m.a_out / B)
+        g_out.baddbmm_(self.eps_out_t, self.v_last["P"], beta=0.0, alpha=-m.a_out / B)
 
 
 def add_regularisers(grads: list[torch.Tensor], params: list[torch.Tensor], terms: EnergyTerms) -> None:

@@ -39,6 +39,7 @@ from pipeline.studies.mupc.energy import (
     InferenceConfig,
     InPlaceAdam,
     PCEngine,
+    act_into,
     add_regularisers,
 )
 from pipeline.studies.mupc.model import NetSpec, Weights, init_weights, multipliers, phi
@@ -106,22 +107,67 @@ def predict(spec: NetSpec, w: Weights, x: torch.Tensor) -> torch.Tensor:
     return m.a_out * torch.matmul(phi(spec.act, z), w.w_out.transpose(-1, -2))
 
 
-@torch.no_grad()
+class Evaluator:
+    """Test accuracy (%) and loss per run [R] on the kept test images (batches of 64, drop_last), as
+    :func:`predict` computes ŷ, on buffers made once per group.
+
+    At a stack's sizes every intermediate is hundreds of kilobytes to megabytes; allocated afresh at
+    each evaluation, each one is mapped and page-faulted in again (one 1,024-image evaluation of 9
+    runs at N = 16 spent a quarter of its time there)."""
+
+    def __init__(self, spec: NetSpec, R: int, data: DataSet, half_mse: bool, max_elems: int = 2**26):
+        self.spec, self.R, self.data, self.half_mse = spec, R, data, half_mse
+        self.m = multipliers(spec)
+        n, N, d_y = len(data.y_test), spec.N, data.y_test.shape[1]
+        self.chunk = max(64, min(n, (max_elems // max(1, R * N)) // 64 * 64))
+        c, dev, dt = min(self.chunk, n), data.x_test.device, data.x_test.dtype
+
+        def buf(*s: int) -> torch.Tensor:
+            return torch.empty(*s, dtype=dt, device=dev)
+
+        self.first, self.z, self.p = buf(c, R * N), buf(R, c, N), buf(R, c, N)
+        self.y_hat, self.diff = buf(R, c, d_y), buf(R, c, d_y)
+        self.labels = data.y_test.argmax(-1)
+
+    def _phi(self, z: torch.Tensor, p: torch.Tensor) -> None:
+        """φ(z) into its own buffer (a product must not read the tensor it writes)."""
+        if self.spec.act == "linear":
+            p.copy_(z)
+        else:
+            act_into(self.spec.act, z, p, None)
+
+    @torch.no_grad()
+    def __call__(self, w: Weights) -> tuple[torch.Tensor, torch.Tensor]:
+        s, m, R, N, data = self.spec, self.m, self.R, self.spec.N, self.data
+        if w.runs != R:
+            raise ValueError(f"weights hold {w.runs} runs, the evaluator {R}")
+        n = len(data.y_test)
+        correct = torch.zeros(R, device=data.x_test.device)
+        sq = torch.zeros(R, device=data.x_test.device, dtype=torch.float64)
+        w_in = w.w_in.reshape(R * N, -1).T
+        for i in range(0, n, self.chunk):
+            x, y = data.x_test[i:i + self.chunk], data.y_test[i:i + self.chunk]
+            c = len(x)
+            first, z, p, y_hat = self.first[:c], self.z[:, :c], self.p[:, :c], self.y_hat[:, :c]
+            torch.mm(x, w_in, out=first)  # shared inputs: all runs' first layers as one product [c, R·N]
+            torch.mul(first.view(c, R, N).transpose(0, 1), m.a_in, out=z)
+            for ell in range(s.H - 1):
+                self._phi(z, p)
+                z.baddbmm_(p, w.w_hid[:, ell].transpose(-1, -2), beta=m.s, alpha=m.a_hid)
+            self._phi(z, p)
+            torch.bmm(p, w.w_out.transpose(-1, -2), out=y_hat)
+            y_hat.mul_(m.a_out)
+            correct += (y_hat.argmax(-1) == self.labels[i:i + c]).sum(-1)
+            sq += torch.sub(y_hat, y, out=self.diff[:, :c]).square_().sum(dim=(1, 2)).double()
+        acc = 100.0 * correct / n
+        loss = sq / (n * data.y_test.shape[-1]) * (0.5 if self.half_mse else 1.0)
+        return acc.cpu(), loss.cpu()
+
+
 def evaluate(spec: NetSpec, w: Weights, data: DataSet, half_mse: bool,
              max_elems: int = 2**26) -> tuple[torch.Tensor, torch.Tensor]:
-    """Test accuracy (%) and loss per run [R] on the kept test images (batches of 64, drop_last)."""
-    n = len(data.y_test)
-    chunk = max(64, min(n, (max_elems // max(1, w.runs * spec.N)) // 64 * 64))
-    correct = torch.zeros(w.runs, device=data.x_test.device)
-    sq = torch.zeros(w.runs, device=data.x_test.device, dtype=torch.float64)
-    for i in range(0, n, chunk):
-        x, y = data.x_test[i:i + chunk], data.y_test[i:i + chunk]
-        y_hat = predict(spec, w, x)
-        correct += (y_hat.argmax(-1) == y.argmax(-1)).sum(-1)
-        sq += (y_hat - y).pow(2).sum(dim=(1, 2)).double()
-    acc = 100.0 * correct / n
-    loss = sq / (n * y.shape[-1]) * (0.5 if half_mse else 1.0)
-    return acc.cpu(), loss.cpu()
+    """One :class:`Evaluator` call (a loop evaluating many times keeps the evaluator)."""
+    return Evaluator(spec, w.runs, data, half_mse, max_elems)(w)
 
 
 # ----------------------------------------------------------------------------- results
@@ -263,6 +309,7 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     engine.bind(w)
     hess = rc0.metrics == "hessian"
     book = _Book(runs, n_iters, hess)
+    evaluate_group = Evaluator(spec, R, data, half_mse=True)
     losses = torch.empty(n_iters, R, dtype=dtype, device=device)
     n_conv = torch.empty(n_iters, R, dtype=torch.long, device=device)
     with torch.no_grad():
@@ -278,8 +325,8 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
                 lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, engine.runs_view(engine.z),
                                                             rc0.activity_decay, hessian_dense_max_n)
                 book.record_hessian(lo, hi, kap, meth, act_idx)
-            n_conv[i] = engine.infer(y, act_lr)
-            engine.errors(y)
+            n_conv[i] = engine.infer(act_lr)
+            engine.errors()
             engine.weight_grads(x, grads)
             if regularised:
                 add_regularisers(grads, store, terms)
@@ -288,7 +335,7 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
                 book.check_losses(losses, k)
                 _mask_store(store, run_dims, book.active)
                 if k % rc0.test_every == 0 and book.active.any():
-                    acc, tl = evaluate(spec, w, data, half_mse=True)
+                    acc, tl = evaluate_group(w)
                     book.record_eval(k, acc, tl)
                     if hess:
                         sel = torch.as_tensor(np.flatnonzero(book.active), device=device)
@@ -319,6 +366,7 @@ def train_bp_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     w = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
     opt = Adam(w.tensors(), torch.tensor([rc.param_lr for rc in runs], dtype=dtype, device=device))
     book = _Book(runs, n_iters, False)
+    evaluate_group = Evaluator(spec, R, data, half_mse=False)
     losses = torch.empty(n_iters, R, dtype=dtype, device=device)
     for i in range(n_iters):
         k = i + 1
@@ -335,7 +383,7 @@ def train_bp_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
                 book.check_losses(losses, k)
                 w = _mask_weights(w, book.active)
                 if k % rc0.test_every == 0 and book.active.any():
-                    acc, tl = evaluate(spec, w, data, half_mse=False)
+                    acc, tl = evaluate_group(w)
                     book.record_eval(k, acc, tl)
                     book.apply_no_learning(k)
                     w = _mask_weights(w, book.active)
@@ -379,7 +427,7 @@ def stack_layout(rc: RunConfig, R: int, D: int, d_y: int, device: str | torch.de
                 _sync(device)
                 t = time.perf_counter()
                 eng.feedforward(x, y)
-                eng.infer(y, 0.1)
+                eng.infer(0.1)
                 _sync(device)
                 if rep:
                     best = min(best, time.perf_counter() - t)

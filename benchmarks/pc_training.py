@@ -106,11 +106,11 @@ def matmul_replay(N: int, H: int, R: int, iters: int) -> callable:
     def r(*s: int) -> torch.Tensor:
         return torch.randn(*s, generator=g)
 
-    x, w_in, y = r(R, B, D), r(R, N, D), r(R, DY, B)
+    x, w_in, y = r(R, B, D), r(R, N, D), r(R, B, DY)
     hid, w_out = r((H - 1) * R, N, N), r(R, DY, N)
     a, o = r(H * R, B, N), r(H * R, B, N)
     lo, hi = a[:(H - 1) * R], o[R:]
-    mu1, eps_out, g_in, g_hid, g_out = r(R, B, N), r(R, DY, B), r(R, N, D), r((H - 1) * R, N, N), r(R, DY, N)
+    mu1, eps_out, g_in, g_hid, g_out = r(R, B, N), r(R, B, DY), r(R, N, D), r((H - 1) * R, N, N), r(R, DY, N)
     xe = r(EVAL_N, D)
 
     def one_iteration(i: int) -> None:
@@ -118,22 +118,22 @@ def matmul_replay(N: int, H: int, R: int, iters: int) -> callable:
         for ell in range(H - 1):  # feed-forward, layer by layer
             w = hid[ell * R:(ell + 1) * R].transpose(1, 2)
             o[(ell + 1) * R:(ell + 2) * R].baddbmm_(a[ell * R:(ell + 1) * R], w)
-        torch.baddbmm(y, w_out, a[-R:].transpose(1, 2), out=eps_out)  # ε_L as [R, d_y, B], as the engine
+        torch.baddbmm(y, a[-R:], w_out.transpose(1, 2), out=eps_out)
         for t in range(T + 1):  # T steps (the first without hidden products) and the final errors
             c = min(t, H - 1) * R  # rows of the layers the inference front has reached
             if c:
                 hi[-c:].baddbmm_(lo[-c:], hid[-c:].transpose(1, 2))
             if t:  # the first step reuses the feed-forward pass's ε_L
-                torch.baddbmm(y, w_out, a[-R:].transpose(1, 2), out=eps_out)
+                torch.baddbmm(y, a[-R:], w_out.transpose(1, 2), out=eps_out)
             if c and t < T:
                 torch.bmm(hi[-c:], hid[-c:], out=lo[-c:])
             if t < T:
-                a[-R:].baddbmm_(eps_out.transpose(1, 2), w_out, beta=0.0)
+                a[-R:].baddbmm_(eps_out, w_out, beta=0.0)
         if T >= H:
             g_in.baddbmm_(a[:R].transpose(1, 2), x, beta=0.0)
         c = min(T, H - 1) * R
         g_hid[-c:].baddbmm_(hi[-c:].transpose(1, 2), lo[-c:], beta=0.0)
-        g_out.baddbmm_(eps_out, a[-R:], beta=0.0)
+        g_out.baddbmm_(eps_out.transpose(1, 2), a[-R:], beta=0.0)
         if (i + 1) % EVAL_EVERY == 0:  # evaluation: one feed-forward of 1,024 images per run
             z = torch.matmul(xe, w_in.reshape(R * N, D).T).view(EVAL_N, R, N).transpose(0, 1)
             for ell in range(H - 1):

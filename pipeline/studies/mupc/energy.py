@@ -227,10 +227,10 @@ class PCEngine:
     :func:`activity_grad`, :func:`infer` and :func:`weight_grads` to float round-off.
 
     Use: :meth:`bind` the weights (views; rebinding is needed only when the tensors are replaced),
-    :meth:`feedforward` (takes the batch, activity init, returns the train loss), :meth:`infer`, :meth:`errors`
-    (at the final activities), :meth:`weight_grads`. Predictions μ_ℓ are formed exactly as the feed-forward pass forms
-    them, so a layer whose input has not moved has an error of exactly 0 (as in :func:`errors`; Adam would
-    turn round-off there into full-size steps).
+    :meth:`feedforward` (takes the batch, activity init, returns the train loss), :meth:`infer`,
+    :meth:`errors` (at the final activities), :meth:`weight_grads`. Predictions μ_ℓ are formed exactly as the
+    feed-forward pass forms them, so a layer whose input has not moved has an error of exactly 0 (as in
+    :func:`errors`; Adam would turn round-off there into full-size steps).
 
     **The inference front.** From the feed-forward point (and without activity decay) only ε_L is nonzero;
     step t moves the top t+1 layers and leaves every layer below with an error, a gradient and a move of
@@ -257,10 +257,8 @@ class PCEngine:
         self.P = self.z if linear else buf(*shape)  # φ(z)
         self.D = None if linear else buf(*shape)  # φ'(z)
         self.mu1 = buf(R, B, N)
-        # ε_L and the batch's targets are kept as [R, d_y, B]: ŷ as W_L φ(z_H)ᵀ is one product with a wide
-        # output, 2-3× faster for stacked runs than φ(z_H) W_Lᵀ with its 10-wide one (``eps_out`` is the view)
-        self.y_t, self.eps_out_t = buf(R, spec.d_y, B), buf(R, spec.d_y, B)
-        self.eps_out = self.eps_out_t.transpose(1, 2)
+        self.eps_out = buf(R, B, spec.d_y)
+        self.y: torch.Tensor | None = None  # the batch's targets [R, B, d_y], taken by feedforward / set_activities
         self.gnorm = buf(max(cfg.steps, 1), R)  # ‖B·∂F/∂z‖ per step and run
         self._layer_norms = buf(H * R)
         self.adam_m = buf(*shape) if cfg.optim == "adam" else None
@@ -270,7 +268,6 @@ class PCEngine:
         self.reached = H  # top layers whose errors may be nonzero (the rest are exactly 0)
         self.z_layers, self.P_layers, self.E0 = self.z.unbind(0), self.P.unbind(0), self.E[0]
         self.v_last = {k: t[-1] for k, t in self._bufs().items()}
-        self.P_last_t = self.v_last["P"].transpose(1, 2)
         self._views: dict[int, dict[str, torch.Tensor]] = {}  # per front size: made once, reused every step
 
     def _bufs(self) -> dict[str, torch.Tensor]:
@@ -312,7 +309,7 @@ class PCEngine:
             raise ValueError(f"weights hold {w.runs} runs, the engine {self.R}")
         R = self.R
         self.w_in_t = w.w_in.transpose(1, 2)
-        self.w_out = w.w_out
+        self.w_out, self.w_out_t = w.w_out, w.w_out.transpose(1, 2)
         self.w_hid = layer_major(w.w_hid)
         self.w_hid_t = self.w_hid.transpose(1, 2)
         self.w_hid_t_layers = [self.w_hid_t[ell * R:(ell + 1) * R] for ell in range(self.spec.H - 1)]
@@ -328,8 +325,8 @@ class PCEngine:
         self.mu1.baddbmm_(_runs(x, self.R), self.w_in_t, beta=0.0, alpha=self.m.a_in)
 
     def _output_error(self) -> None:
-        """ε_L = y − a_L W_L φ(z_H), as [R, d_y, B]."""
-        torch.baddbmm(self.y_t, self.w_out, self.P_last_t, alpha=-self.m.a_out, out=self.eps_out_t)
+        """ε_L = y − a_L φ(z_H) W_Lᵀ."""
+        torch.baddbmm(self.y, self.v_last["P"], self.w_out_t, alpha=-self.m.a_out, out=self.eps_out)
 
     def feedforward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Take the batch ``(x, y)``, feed-forward activities into ``z`` (§1.5) and ε_L; returns the train
@@ -338,7 +335,7 @@ class PCEngine:
         Every hidden error is exactly 0 here (μ_ℓ is z_ℓ, formed the same way), so ``E`` is zeroed."""
         s, m = self.spec, self.m
         z, P = self.z_layers, self.P_layers
-        self.y_t.copy_(_runs(y, self.R).transpose(1, 2))
+        self.y = _runs(y, self.R)
         self._input_prediction(x)
         z[0].copy_(self.mu1)
         for ell in range(1, s.H):
@@ -353,12 +350,12 @@ class PCEngine:
         self.E.zero_()
         self.at_feedforward = True
         self.reached = 0
-        return 0.5 * self.eps_out_t.pow(2).mean(dim=(1, 2))
+        return 0.5 * self.eps_out.pow(2).mean(dim=(1, 2))
 
     def set_activities(self, z0: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> None:
         """Take the batch ``(x, y)`` and start inference from given activities ``z0 [R, H, B, N]`` (not
         necessarily feed-forward)."""
-        self.y_t.copy_(_runs(y, self.R).transpose(1, 2))
+        self.y = _runs(y, self.R)
         self._input_prediction(x)
         self.z.copy_(z0.transpose(0, 1))
         self.at_feedforward = False
@@ -497,7 +494,7 @@ class PCEngine:
             if rows:
                 flat[flat.shape[0] - rows:].baddbmm_(v["fhi:E"].transpose(1, 2), v["flo:P"], beta=0.0,
                                                   alpha=-m.a_hid / B)
-        g_out.baddbmm_(self.eps_out_t, self.v_last["P"], beta=0.0, alpha=-m.a_out / B)
+        g_out.baddbmm_(self.eps_out.transpose(1, 2), self.v_last["P"], beta=0.0, alpha=-m.a_out / B)
 
 
 def add_regularisers(grads: list[torch.Tensor], params: list[torch.Tensor], terms: EnergyTerms) -> None:

@@ -112,8 +112,8 @@ class Evaluator:
     :func:`predict` computes ŷ, on buffers made once per group.
 
     At a stack's sizes every intermediate is hundreds of kilobytes to megabytes; allocated afresh at
-    each evaluation, each one is mapped and page-faulted in again (one 1,024-image evaluation of 9
-    runs at N = 16 spent a quarter of its time there)."""
+    each evaluation, each one is mapped and page-faulted in again (``benchmarks/pc_evaluation.py``
+    measures both ways)."""
 
     def __init__(self, spec: NetSpec, R: int, data: DataSet, half_mse: bool, max_elems: int = 2**26):
         self.spec, self.R, self.data, self.half_mse = spec, R, data, half_mse

@@ -22,6 +22,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from pipeline import device as devices
 from pipeline import registry
 from pipeline.config import ConfigError, Params, flatten, load_params, params_file, params_hash
 from pipeline.contract import Context, Family, Output, Study
@@ -43,6 +44,7 @@ class Prepared:
     unit: str
     fn: Callable[[Context, str], Any]
     executor: str = "local"
+    device: str = "cpu"
 
     @property
     def stage(self) -> str:
@@ -70,19 +72,8 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
         raise ConfigError(f"{params_file(study_name)}: {study_name} has no {kind} unit {unit!r} under profile "
                           f"{params.profile!r}; allowed: {units}")
     fn = getattr(importlib.import_module(family.entry), kind)
-    return Prepared(params, study, family, cfg, unit, fn, executor_name())
-
-
-def device() -> str:
-    """``TRAINSCAPE_DEVICE`` if set, else CUDA when available, else CPU.
-
-    torch is asked only when the study's code already imported it (entry modules import at top
-    level): a stage whose code does not use torch runs on the CPU and never pays torch's import.
-    """
-    if os.environ.get("TRAINSCAPE_DEVICE"):
-        return os.environ["TRAINSCAPE_DEVICE"]
-    torch = sys.modules.get("torch")
-    return "cuda" if torch is not None and torch.cuda.is_available() else "cpu"
+    # after the entry's import: torch is loaded exactly when the stage's code uses it
+    return Prepared(params, study, family, cfg, unit, fn, executor_name(), devices.resolve())
 
 
 def _reader(study: str) -> Callable[[str, str, str], Any]:
@@ -140,6 +131,9 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     phash = params_hash(p.cfg)
     commit, dirty = git_state()
     tags = provenance_tags(study=study, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
+    hardware = devices.describe(p.device) if kind == "train" else None
+    if hardware:  # where a training stage ran and at which float32 matmul precision
+        tags = {**tags, **{f"device.{k}": str(v) for k, v in hardware.items() if v is not None}}
     start = time.time()
     tracking = p.params.tracking
     with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
@@ -147,17 +141,19 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
         prov = {"stage": name, "study": study, "profile": p.params.profile, "git_commit": commit,
                 "git_dirty": dirty, "params_hash": phash, "data_sha256": sums,
                 "mlflow_run_id": tracker.parent.run_id, "mlflow_experiment": study,
-                "mlflow_experiment_id": tracker.experiment_id}
+                "mlflow_experiment_id": tracker.experiment_id, **({"device": hardware} if hardware else {})}
         out_dir = study_dir(study, kind, unit)
 
         def own(fname: str) -> Any:
             path = out_dir / fname
             return read_file(path) if path.exists() else None
 
-        ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=p.cfg, device=device(),
+        ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=p.cfg, device=p.device,
                       stage=name, provenance=prov, reader=_reader(study), own=own,
                       log=lambda msg: print(f"[{name}] {msg}", flush=True), progress=_progress(name),
                       mapper=mapper(p.executor))
+        if hardware:
+            ctx.log(devices.line(hardware))
         first_line = time.time()
         computing = time.perf_counter()
         result = p.fn(ctx, unit)
@@ -234,5 +230,9 @@ def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter |
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    execute(prepared, render_writer)
+    try:
+        execute(prepared, render_writer)
+    except ConfigError as exc:  # a study's own check of its input (e.g. a device param), before its compute
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0

@@ -13,14 +13,6 @@ from pipeline.paths import repo_root
 from pipeline.provenance import git_state
 
 
-def test_device_does_not_import_torch_for_code_that_does_not_use_it(monkeypatch):
-    monkeypatch.delenv("TRAINSCAPE_DEVICE", raising=False)
-    monkeypatch.setitem(sys.modules, "torch", None)  # as if the study's code never imported it
-    assert stage.device() == "cpu"
-    monkeypatch.setenv("TRAINSCAPE_DEVICE", "cuda:1")
-    assert stage.device() == "cuda:1"
-
-
 def test_git_state_is_the_head_commit_and_dirty_flag_of_one_call():
     git_state.cache_clear()
     commit, dirty = git_state()

@@ -1,0 +1,114 @@
+"""Which device a stage computes on, checked before any compute, and what it was (for provenance).
+
+One place for the device: ``TRAINSCAPE_DEVICE`` (``cpu``, ``cuda`` or ``cuda:<n>``) if set, else CUDA
+when torch sees a device, else the CPU. Asking for CUDA where there is none is bad input: a
+:class:`~pipeline.config.ConfigError` (exit 2, one line), never a traceback half-way through a stage.
+torch is asked only when the stage's code already imported it, so a stage that does not use torch
+never pays its import.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+import subprocess
+import sys
+from typing import Any
+
+from pipeline.config import ConfigError
+
+ENV = "TRAINSCAPE_DEVICE"
+_FORM = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def _torch() -> Any:
+    return sys.modules.get("torch")
+
+
+def cuda_devices() -> int:
+    """How many CUDA devices the loaded torch sees (0 when torch is not loaded or is a CPU build)."""
+    torch = _torch()
+    return torch.cuda.device_count() if torch is not None and torch.cuda.is_available() else 0
+
+
+def check_available(device: str, key: str, source: str) -> str:
+    """``device`` if it names a device this process can use; else a ConfigError naming ``key``."""
+    if not _FORM.fullmatch(device):
+        raise ConfigError(f"{source}: {key} = {device!r} is not allowed; allowed: 'cpu', 'cuda' or 'cuda:<n>'")
+    if device.startswith("cuda"):
+        n = cuda_devices()
+        index = int(device.partition(":")[2] or 0)
+        if index >= n:
+            torch = _torch()
+            seen = (f"torch {torch.__version__} sees {n} CUDA device(s)" if torch is not None
+                    else "torch is not loaded by this stage")
+            raise ConfigError(f"{source}: {key} = {device!r} is not allowed here; allowed: 'cpu' ({seen}; "
+                              f"a CUDA build of torch and a GPU are needed, see the README's GPU set-up)")
+    return device
+
+
+def resolve() -> str:
+    """The stage's device: ``TRAINSCAPE_DEVICE`` (checked), else ``cuda`` when available, else ``cpu``."""
+    asked = os.environ.get(ENV, "")
+    if asked and _torch() is None:  # the stage's code computes nothing with torch: the CPU, whatever was asked
+        check_available("cpu" if _FORM.fullmatch(asked) else asked, ENV, "environment")
+        return "cpu"
+    if asked:
+        return check_available(asked, ENV, "environment")
+    return "cuda" if cuda_devices() else "cpu"
+
+
+@functools.cache
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.cache
+def _driver() -> str:
+    """The NVIDIA driver's version as ``nvidia-smi`` reports it ('unknown' without it)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.splitlines()[0].strip() if out.strip() else "unknown"
+
+
+def describe(device: str) -> dict[str, Any]:
+    """What ``device`` is, for ``meta.json`` and the MLflow tags: its name, torch's version, CUDA and
+    driver versions on a GPU, and the float32 matmul precision torch uses now (``highest``: full
+    float32 products; ``high``: TF32 on CUDA)."""
+    torch = _torch()
+    info: dict[str, Any] = {"device": device}
+    if torch is None:
+        return {**info, "name": _cpu_name(), "torch": None}
+    info["torch"] = torch.__version__
+    if device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        props = torch.cuda.get_device_properties(index)
+        info.update(name=props.name, capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda,
+                    driver=_driver(), memory_gib=round(props.total_memory / 2**30, 1),
+                    tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32))
+    else:
+        info.update(name=_cpu_name(), threads=torch.get_num_threads())
+    info["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    return info
+
+
+def line(info: dict[str, Any]) -> str:
+    """One line for the stage's log: ``device: cuda (NVIDIA H100, CUDA 12.8, driver 570.1); float32 …``."""
+    if info.get("torch") is None:
+        return f"device: {info['device']} ({info['name']}); torch not used"
+    extra = (f", CUDA {info['cuda']}, driver {info['driver']}" if str(info["device"]).startswith("cuda")
+             else f", {info['threads']} thread(s)")
+    return (f"device: {info['device']} ({info['name']}{extra}); torch {info['torch']}; "
+            f"float32 matmul precision: {info['float32_matmul_precision']}")

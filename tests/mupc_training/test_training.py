@@ -4,6 +4,7 @@ trainers, early stopping, resumption of a sweep unit, and a μPC run that learns
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shutil
 from pathlib import Path
@@ -21,7 +22,7 @@ from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
 from pipeline.studies.mupc.training import train as train_mod
 from pipeline.studies.mupc.training.config import TrainingParams
-from pipeline.studies.mupc.training.sweeps import expand, stack_groups
+from pipeline.studies.mupc.training.sweeps import expand, precision, stack_groups, sweep_dtype
 from pipeline.studies.mupc.training.trainer import DataSet, load_dataset, train_group
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,6 +316,7 @@ def test_resumption_recomputes_only_missing_runs(tmp_path, monkeypatch):
     record = read_file(out / "runs" / runs[0].hash() / "config.json")
     assert record["hash"] == runs[0].hash() and record["data"] == {"n_train": 256, "n_test": 128}
     assert record["dtype"] == "float32" and record["run"] == runs[0].as_params()
+    assert record["precision"] == "float32" and all(p.runs[0].params["precision"] == "float32" for p in parts)
 
     calls.clear()
     parts, final = drive(context(out, cfg, "S9"), out)
@@ -331,11 +333,20 @@ def test_resumption_recomputes_only_missing_runs(tmp_path, monkeypatch):
     calls.clear()
     drive(context(out, cfg, "S9"), out)
     assert calls == [[runs[0].hash()]]
+    # a sweep never mixes precisions: a run recorded in another one is trained again
+    rec_path = out / "runs" / runs[2].hash() / "config.json"
+    rec = read_file(rec_path)
+    rec_path.write_text(json.dumps({**rec, "precision": "tf32"}))
+    calls.clear()
+    drive(context(out, cfg, "S9"), out)
+    assert calls == [[runs[2].hash()]]
+    assert read_file(rec_path)["precision"] == "float32"
     raw = tiny_raw()
-    raw["profiles"]["smoke"]["dtype"] = "float64"
+    raw["profiles"]["smoke"]["sweeps"]["S9"]["dtype"] = "float64"  # the sweep's own dtype wins
     calls.clear()
     drive(context(out, training_cfg(raw), "S9"), out)
     assert sorted(h for c in calls for h in c) == sorted(rc.hash() for rc in runs)
+    assert read_file(out / "runs" / runs[0].hash() / "config.json")["precision"] == "float64"
 
 
 # ----------------------------------------------------------------------------- real data
@@ -351,3 +362,70 @@ def test_mupc_smoke_run_learns_mnist(data_mirror):
     assert res.status == "finished" and len(accs) == 4
     assert accs[-1] > 50.0, accs
     assert res.arrays["batch_train_losses"][-1] < res.arrays["batch_train_losses"][0]
+
+
+# ----------------------------------------------------------------------------- precision
+
+
+def test_each_sweep_trains_in_its_reference_scripts_precision():
+    """train_pcn.py (S1–S5, S9) enabled float64; the no-metrics and BP scripts ran float32, which JAX
+    computes in TF32 on Ampere/Hopper: so do the paper and gpu_medium profiles; smoke is float32 on the CPU."""
+    f64 = {"S1", "S2", "S3", "S4", "S5", "S9"}
+    for profile in ("paper", "gpu_medium"):
+        cfg = training_cfg(profile=profile)
+        assert cfg.allow_tf32 is True
+        for sid in cfg.sweep_ids:
+            want = "float64" if sid in f64 else "float32"
+            assert sweep_dtype(cfg, sid) == want, (profile, sid)
+            assert precision(sweep_dtype(cfg, sid), cfg.allow_tf32, "cuda") == ("float64" if sid in f64 else "tf32")
+            assert precision(sweep_dtype(cfg, sid), cfg.allow_tf32, "cpu") == want  # no TF32 on a CPU
+    smoke = training_cfg()
+    assert {sweep_dtype(smoke, s) for s in smoke.sweep_ids} == {"float32"} and smoke.allow_tf32 is False
+    # full float32 is one params value away
+    raw = copy.deepcopy(raw_section())
+    raw["profiles"]["paper"]["allow_tf32"] = False
+    full = training_cfg(raw, "paper")
+    assert precision(sweep_dtype(full, "S6"), full.allow_tf32, "cuda:0") == "float32"
+
+
+def test_the_precision_reaches_torch():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    try:
+        train_mod.set_precision("cuda:0", "tf32")
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.get_float32_matmul_precision() == "high"
+        train_mod.set_precision("cuda", "float32")
+        assert not torch.backends.cuda.matmul.allow_tf32 and torch.get_float32_matmul_precision() == "highest"
+        train_mod.set_precision("cpu", "tf32")  # nothing to set on a CPU
+        assert not torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_a_sweep_dtype_that_is_not_a_dtype_is_refused_before_compute():
+    raw = copy.deepcopy(raw_section())
+    raw["sweeps"]["S6"]["dtype"] = "bfloat16"
+    with pytest.raises(ConfigError, match=r"sweeps.S6.dtype = 'bfloat16' is not allowed"):
+        training_cfg(raw, "paper")
+
+
+@pytest.mark.gpu
+def test_precisions_on_cuda_against_the_cpu():
+    """A tiny group on the GPU: float64 agrees with the CPU to round-off, float32 closely, TF32 loosely."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    rc = RunConfig(dataset="mnist", N=32, H=4, act="tanh", param="mupc", init="standard_gauss", skips=True, seed=0,
+                   epochs=1, test_every=4, param_lr=0.1, T=4, act_lr=0.5)
+    finals = {}
+    for dev, prec in (("cpu", "float64"), ("cuda", "float64"), ("cpu", "float32"), ("cuda", "float32"),
+                      ("cuda", "tf32")):
+        dtype = torch.float64 if prec == "float64" else torch.float32
+        data = synthetic(n_train=512, n_test=128, D=784)
+        data = DataSet(*(t.to(dev, dtype) for t in (data.x_train, data.y_train, data.x_test, data.y_test)),
+                       data.subset)
+        train_mod.set_precision(dev, prec)
+        (res,) = train_group([rc], data, dev, dtype)
+        finals[dev, prec] = np.asarray(res.arrays["batch_train_losses"], dtype=np.float64)
+    train_mod.set_precision("cuda", "float32")
+    np.testing.assert_allclose(finals["cuda", "float64"], finals["cpu", "float64"], rtol=1e-7)
+    np.testing.assert_allclose(finals["cuda", "float32"], finals["cpu", "float32"], rtol=1e-2)
+    np.testing.assert_allclose(finals["cuda", "tf32"], finals["cpu", "float64"], rtol=1e-1)

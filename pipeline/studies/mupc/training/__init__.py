@@ -8,14 +8,16 @@ render@F<k>      F7–F25 from exactly the sweeps the family reads; headline num
 from pipeline.contract import Family, Study
 from pipeline.studies.mupc.training.config import FAMILY_OPTIONS, TrainingParams
 
-# What every sweep reads besides its own grid (hessian_dense_max_n: only sweeps that monitor H_z).
-TRAIN_KEYS = ("data", "dtype", "allow_tf32", "threads", "max_stack", "train_loss_log_every")
+# What every sweep reads besides its own grid (hessian_dense_max_n: only sweeps that monitor H_z;
+# dtype: only sweeps without a dtype of their own).
+TRAIN_KEYS = ("data", "allow_tf32", "threads", "max_stack", "train_loss_log_every")
 RENDER_KEYS = ("figures.families.{unit}", "figures.chance", "figures.selection")
 
 
 def train_keys(cfg: TrainingParams, unit: str) -> list[str]:
     hessian = ["hessian_dense_max_n"] if cfg.sweeps[unit].metrics == "hessian" else []
-    return ["sweeps.{unit}", *TRAIN_KEYS, *hessian]
+    dtype = ["dtype"] if cfg.sweeps[unit].dtype is None else []
+    return ["sweeps.{unit}", *TRAIN_KEYS, *dtype, *hessian]
 
 
 def render_keys(cfg: TrainingParams, unit: str) -> list[str]:

@@ -7,11 +7,13 @@ The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, and the figu
       sweep_ids: [S1, ..., S12, B1, B2]       # train units (one resumable stage per sweep)
       threads: 1                              # torch CPU threads per stage (ignored on CUDA)
       data: {n_train: null, n_test: null}     # first n images of each split; null = the full split
-      dtype: float32
+      dtype: float32                          # sweeps without a dtype of their own
+      allow_tf32: true                        # CUDA: float32 products in TF32 (false: full float32)
       sweeps:
         S1:
           kind: pc                            # pc | bp
           metrics: hessian                    # basic | hessian
+          dtype: float64                      # optional: this sweep's dtype (null: the section's)
           grids:                              # union of cartesian blocks
             - {datasets: [mnist], N: [128], H: [8, 16, 32], acts: [linear], skips: [false],
                init: standard, param: sp, T: [500], act_optim: gd, act_lrs: [0.5],
@@ -100,6 +102,9 @@ class Sweep:
     kind: Literal["pc", "bp"]
     metrics: Literal["basic", "hessian"]
     grids: list[Grid]
+    # the sweep's training dtype (null: the section's ``dtype``); the paper's reference scripts differ:
+    # train_pcn.py (Hessian metrics) enables float64, the others train float32 (see ``allow_tf32``)
+    dtype: Literal["float32", "float64"] | None = None
 
     def check(self, path: str) -> None:
         check(len(self.grids) > 0, f"{path}.grids", self.grids, "at least one grid block")
@@ -216,8 +221,10 @@ class TrainingParams:
     sweeps: dict[str, Sweep]
     figures: FiguresParams
     threads: int = bounded(1, None, default=1)
-    dtype: Literal["float32", "float64"] = "float32"
-    allow_tf32: bool = False  # CUDA only; recorded in every run's config.json
+    dtype: Literal["float32", "float64"] = "float32"  # of every sweep that names no dtype of its own
+    # CUDA only: float32 products in TF32 (JAX's default on Ampere/Hopper, so the paper's float32 runs);
+    # false: full float32. Recorded with the resulting precision in every run's config.json
+    allow_tf32: bool = False
     max_stack: int = bounded(0, None, default=64)  # runs per stacked group (0 = no limit)
     hessian_dense_max_n: int = bounded(1, None, default=4096)  # dense eigvalsh up to this n = N·H
     train_loss_log_every: int = bounded(1, None, default=1)  # MLflow subsampling of train_loss

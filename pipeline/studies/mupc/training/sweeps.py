@@ -24,8 +24,22 @@ CONFIG_FILE = "config.json"
 ARRAYS_FILE = "arrays.npz"
 INDEX_FILE = "index.json"
 # Settings of a run's config.json that must match for a finished run to be kept on resumption
-# (the RunConfig itself is matched through its hash).
-RESUME_KEYS = ("data", "dtype", "allow_tf32")
+# (the RunConfig itself is matched through its hash): a sweep never mixes dtypes or precisions.
+RESUME_KEYS = ("data", "dtype", "allow_tf32", "precision")
+PRECISIONS = ("float64", "float32", "tf32")
+
+
+def sweep_dtype(cfg: TrainingParams, sweep_id: str) -> str:
+    """The dtype sweep ``sweep_id`` trains in: its own ``dtype``, else the section's."""
+    return cfg.sweeps[sweep_id].dtype or cfg.dtype
+
+
+def precision(dtype: str, allow_tf32: bool, device: str) -> str:
+    """What a run's products compute in: ``float64``; ``tf32`` (float32 data, TF32 products: only on
+    CUDA with ``allow_tf32``); else ``float32``."""
+    if dtype == "float64":
+        return "float64"
+    return "tf32" if allow_tf32 and str(device).startswith("cuda") else "float32"
 
 
 def resolve_T(T: int | str, H: int) -> int:

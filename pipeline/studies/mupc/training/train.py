@@ -27,9 +27,11 @@ from pipeline.studies.mupc.training.sweeps import (
     INDEX_FILE,
     expand,
     is_done,
+    precision,
     run_part,
     run_record,
     stack_groups,
+    sweep_dtype,
     sweep_index,
 )
 from pipeline.studies.mupc.training.trainer import DataSet, RunResult, load_dataset, train_group
@@ -43,7 +45,8 @@ def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int) -> R
     rc = res.rc
     params = {**rc.as_params(), "key": rc.key(), "hash": rc.hash(), "sweep": unit,
               "data.n_train": extra["data"]["n_train"], "data.n_test": extra["data"]["n_test"],
-              "device": extra["device"], "dtype": extra["dtype"], "allow_tf32": extra["allow_tf32"]}
+              "device": extra["device"], "dtype": extra["dtype"], "allow_tf32": extra["allow_tf32"],
+              "precision": extra["precision"]}
     a = res.arrays
     te = rc.test_every
     series: dict[str, tuple[Any, Any]] = {}
@@ -84,10 +87,19 @@ class GroupTask:
     dtype: str
     hessian_dense_max_n: int
     threads: int
-    allow_tf32: bool = False
+    precision: str = "float32"  # float64 | float32 | tf32 (sweeps.precision)
 
 
 _DATA: dict[tuple[Any, ...], DataSet] = {}  # per process: the datasets its groups have loaded
+
+
+def set_precision(device: str, prec: str) -> None:
+    """Make torch compute float32 products as ``prec`` says on ``device`` (TF32 exists only on CUDA).
+
+    Set per task: one process (a Ray worker) may train groups of sweeps with other precisions."""
+    if str(device).startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+        torch.backends.cudnn.allow_tf32 = prec == "tf32"
 
 
 def train_task(task: GroupTask) -> tuple[list[RunResult], float]:
@@ -95,9 +107,7 @@ def train_task(task: GroupTask) -> tuple[list[RunResult], float]:
     t0 = time.time()
     if task.device.startswith("cpu"):
         torch.set_num_threads(task.threads)
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = task.allow_tf32
-        torch.backends.cudnn.allow_tf32 = task.allow_tf32
+    set_precision(task.device, task.precision)
     ds = task.runs[0].dataset
     key = (ds, task.n_train, task.n_test, task.device, task.dtype)
     if key not in _DATA:
@@ -113,21 +123,20 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     device = ctx.device
     if str(device).startswith("cpu"):
         torch.set_num_threads(cfg.threads)
-    elif torch.cuda.is_available():
-        torch.backends.cuda.matmul.allow_tf32 = cfg.allow_tf32
-        torch.backends.cudnn.allow_tf32 = cfg.allow_tf32
-    settings = {"data": {"n_train": cfg.data.n_train, "n_test": cfg.data.n_test}, "dtype": cfg.dtype,
-                "allow_tf32": cfg.allow_tf32}
+    dtype = sweep_dtype(cfg, unit)
+    prec = precision(dtype, cfg.allow_tf32, str(device))
+    settings = {"data": {"n_train": cfg.data.n_train, "n_test": cfg.data.n_test}, "dtype": dtype,
+                "allow_tf32": cfg.allow_tf32, "precision": prec}
     runs = expand(cfg, unit)
     todo = [rc for rc in runs if not is_done(ctx.previous(f"{run_part(rc)}/{CONFIG_FILE}"), rc, settings)]
     groups = stack_groups(todo, cfg.max_stack)
     ctx.log(f"{len(runs)} runs, {len(runs) - len(todo)} already done, {len(todo)} to train in {len(groups)} groups "
-            f"on {device}")
+            f"on {device} in {prec}")
     base = {**settings, "device": str(device), "git_commit": ctx.provenance["git_commit"],
             "data_sha256": ctx.provenance["data_sha256"], "profile": ctx.profile}
     _DATA.clear()  # a stage loads its data afresh (Ray workers keep theirs for the groups they train)
-    tasks = [GroupTask(tuple(group), cfg.data.n_train, cfg.data.n_test, str(device), cfg.dtype,
-                       cfg.hessian_dense_max_n, cfg.threads, cfg.allow_tf32) for group in groups]
+    tasks = [GroupTask(tuple(group), cfg.data.n_train, cfg.data.n_test, str(device), dtype,
+                       cfg.hessian_dense_max_n, cfg.threads, prec) for group in groups]
     trained: list[str] = []
     # each stacked group is one task: in this process, or a Ray task (TRAINSCAPE_EXECUTOR=ray)
     finished = ctx.map(train_task, tasks, gpus=0 if str(device).startswith("cpu") else 1)

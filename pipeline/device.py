@@ -99,7 +99,7 @@ def describe(device: str) -> dict[str, Any]:
                     driver=_driver(), memory_gib=round(props.total_memory / 2**30, 1),
                     tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32))
     else:
-        info.update(name=_cpu_name(), threads=torch.get_num_threads())
+        info["name"] = _cpu_name()
     info["float32_matmul_precision"] = torch.get_float32_matmul_precision()
     return info
 
@@ -108,7 +108,6 @@ def line(info: dict[str, Any]) -> str:
     """One line for the stage's log: ``device: cuda (NVIDIA H100, CUDA 12.8, driver 570.1); float32 …``."""
     if info.get("torch") is None:
         return f"device: {info['device']} ({info['name']}); torch not used"
-    extra = (f", CUDA {info['cuda']}, driver {info['driver']}" if str(info["device"]).startswith("cuda")
-             else f", {info['threads']} thread(s)")
+    extra = f", CUDA {info['cuda']}, driver {info['driver']}" if str(info["device"]).startswith("cuda") else ""
     return (f"device: {info['device']} ({info['name']}{extra}); torch {info['torch']}; "
             f"float32 matmul precision: {info['float32_matmul_precision']}")

@@ -217,7 +217,13 @@ def params_file(key: str) -> str:
 
 def _read_mapping(path: Path, name: str) -> dict[str, Any]:
     with open(path) as fh:  # libyaml's safe loader where PyYAML has it: every stage reads every file
-        doc = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        try:
+            doc = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError as exc:  # one line: where, and what the parser expected
+            mark = getattr(exc, "problem_mark", None)
+            where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            what = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise ConfigError(f"{name}:{where}: not valid YAML ({what}); allowed: a YAML mapping") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{name}: holds {type(doc).__name__}; allowed: a mapping")
     return doc

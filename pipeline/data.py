@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,10 +115,17 @@ def verify(info: DatasetInfo, files: dict[str, bytes], source: str) -> None:
 
 
 def _read_maybe_gz(folder: Path, name: str) -> bytes | None:
+    """The file ``name`` of ``folder``, plain or gzipped; a corrupt ``.gz`` is this source failing
+    (a DataError, so the next source is tried), not a crash."""
     for cand in (folder / name, folder / f"{name}.gz"):
         if cand.exists():
             raw = cand.read_bytes()
-            return gzip.decompress(raw) if cand.suffix == ".gz" else raw
+            if cand.suffix != ".gz":
+                return raw
+            try:
+                return gzip.decompress(raw)
+            except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+                raise DataError(f"{cand} is not a readable gzip file ({exc or type(exc).__name__})") from exc
     return None
 
 

@@ -18,7 +18,7 @@ from pipeline.contract import Figure, Output
 from pipeline.executor import figure_workers_setting
 from pipeline.io import atomic_dir, write_json
 from pipeline.paths import figures_dir, rel, sidecar_path
-from pipeline.plotting import save_mpl, save_plotly_html
+from pipeline.plotting import dpi, save_mpl, save_plotly_html
 from pipeline.records import write_files
 from pipeline.tracking import Tracker
 
@@ -38,6 +38,12 @@ _PENDING: list[tuple[Figure, Path]] = []  # what forked savers inherit (figures 
 
 def _save_pending(i: int) -> list[Path]:
     return save_figure(*_PENDING[i])
+
+
+def check_settings() -> None:
+    """The renderer's environment settings, checked before a render computes (ConfigError: exit 2)."""
+    figure_workers_setting()
+    dpi()
 
 
 def figure_workers(n_figures: int) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 import matplotlib
 import matplotlib.pyplot as plt  # headless: matplotlib falls back to Agg (the Makefile also sets MPLBACKEND)
 
+from pipeline.config import ConfigError
 from pipeline.io import atomic_path
 
 STYLE = {
@@ -41,9 +42,24 @@ _META = {"pdf": {"CreationDate": None, "ModDate": None, "Producer": "trainscape"
          "png": {"Software": "trainscape"}}
 
 
+DPI_RANGE = (10, 2400)
+
+
 def dpi() -> int:
-    """``TRAINSCAPE_DPI`` lowers the raster resolution (tests); default from the style."""
-    return int(os.environ.get("TRAINSCAPE_DPI", STYLE["savefig.dpi"]))
+    """``TRAINSCAPE_DPI`` lowers the raster resolution (tests); default from the style. A value that is
+    not an integer in :data:`DPI_RANGE` is bad input (ConfigError, checked before a render computes)."""
+    raw = os.environ.get("TRAINSCAPE_DPI")
+    if raw is None:
+        return int(STYLE["savefig.dpi"])
+    lo, hi = DPI_RANGE
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or not lo <= value <= hi:
+        raise ConfigError(f"environment: TRAINSCAPE_DPI = {raw!r} is not allowed; "
+                          f"allowed: an integer from {lo} to {hi}")
+    return value
 
 
 def freeze_layout(fig: plt.Figure) -> Any:

@@ -28,17 +28,22 @@ def git_state() -> tuple[str, bool]:
     return ("unknown" if commit == "(initial)" else commit), any(not ln.startswith("#") for ln in lines)
 
 
+class MissingInputError(FileNotFoundError):
+    """An input a stage declares (a dataset, another unit's output) is not on disk: run what makes it."""
+
+
 def data_checksums(datasets: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``{'<dataset>/<file>': sha256}`` from each dataset's ``checksums.json`` (written by download).
 
-    A study lists every dataset any of its stages reads; a stage's own DVC deps decide which are
-    downloaded, so a dataset that is not (yet) downloaded is one this stage does not read: skipped.
+    ``datasets`` are the ones the unit declares it reads (its DVC deps), so a missing checksum file is
+    a missing input, never a figure without its data checksum.
     """
     out: dict[str, str] = {}
     for ds in datasets:
         path = data_dir(ds) / "checksums.json"
         if not path.exists():
-            continue
+            raise MissingInputError(f"dataset {ds!r} is not downloaded ({path} is missing); "
+                               f"run `dvc repro download@{ds}`")
         meta = read_json(path)
         for name, sums in sorted(meta["files"].items()):
             out[f"{ds}/{name}"] = sums["sha256"]

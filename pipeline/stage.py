@@ -28,7 +28,7 @@ from pipeline.config import ConfigError, Params, flatten, load_params, params_fi
 from pipeline.contract import Context, Family, Output, Study
 from pipeline.executor import executor_name, figure_workers_setting, mapper
 from pipeline.paths import dvc_target, stage_name, study_dir
-from pipeline.provenance import data_checksums, git_state
+from pipeline.provenance import MissingInputError, data_checksums, git_state
 from pipeline.records import read_file, write_metrics, write_part, write_unit
 from pipeline.tracking import Tracker, dataset_inputs, provenance_tags, tracking_mode
 
@@ -71,6 +71,12 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
     if unit not in units:
         raise ConfigError(f"{params_file(study_name)}: {study_name} has no {kind} unit {unit!r} under profile "
                           f"{params.profile!r}; allowed: {units}")
+    for src_kind, src_unit in family.reads(cfg, unit):  # every declared input exists before any compute
+        meta = study_dir(study_name, src_kind, src_unit) / "meta.json"
+        if not meta.exists():
+            target = dvc_target(study_name, stage_name(study_name, src_kind, src_unit))
+            raise MissingInputError(f"{study_name}: {src_kind} unit {src_unit!r} has not been built "
+                                    f"({meta} is missing); run `dvc repro {target}`")
     fn = getattr(importlib.import_module(family.entry), kind)
     # after the entry's import: torch is loaded exactly when the stage's code uses it
     return Prepared(params, study, family, cfg, unit, fn, executor_name(), devices.resolve())
@@ -80,7 +86,7 @@ def _reader(study: str) -> Callable[[str, str, str], Any]:
     def read(kind: str, unit: str, name: str) -> Any:
         path = study_dir(study, kind, unit) / name
         if not path.exists():
-            raise FileNotFoundError(f"{study}: {kind} unit {unit!r} has no {name} ({path}); "
+            raise MissingInputError(f"{study}: {kind} unit {unit!r} has no {name} ({path}); "
                                     f"run `dvc repro {dvc_target(study, stage_name(study, kind, unit))}`")
         return read_file(path)
 
@@ -218,21 +224,25 @@ def _record_timing(record: dict[str, Any]) -> None:
             fh.write(json.dumps(record) + "\n")
 
 
-def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter | None = None) -> int:
-    """Entry of ``stages/<kind>.py``: a process exit code (2 for bad input, before any compute)."""
+def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter | None = None,
+         checks: Callable[[], Any] | None = None) -> int:
+    """Entry of ``stages/<kind>.py``: a process exit code (2 for bad input or a missing input, before
+    any compute). ``checks`` validates the stage script's own settings (e.g. the renderer's)."""
     ap = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=f"run one {kind} unit of a study")
     ap.add_argument("study")
     ap.add_argument("unit")
     ap.add_argument("--profile", help="the profile dvc.yaml was generated for; must match params.yaml")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if checks is not None:
+            checks()
         prepared = prepare(kind, args.study, args.unit, args.profile)
-    except ConfigError as exc:
+    except (ConfigError, MissingInputError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
         execute(prepared, render_writer)
-    except ConfigError as exc:  # a study's own check of its input (e.g. a device param), before its compute
+    except (ConfigError, MissingInputError) as exc:  # a study's own check of its input (e.g. a device param)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -2,9 +2,9 @@
 
 import sys
 
-from pipeline.figure_writer import write_render
+from pipeline.figure_writer import check_settings, write_render
 from pipeline.stage import main
 from stages import finish
 
 if __name__ == "__main__":
-    sys.exit(finish(main("render", render_writer=write_render)))
+    sys.exit(finish(main("render", render_writer=write_render, checks=check_settings)))

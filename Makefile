@@ -8,7 +8,18 @@ VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 export MPLBACKEND := Agg
-STAMP := $(VENV)/.installed
+# Which torch build set-up installs, decided here only: CUDA (requirements-cuda.lock) where nvidia-smi
+# reports a driver version, else CPU (requirements.lock). `make setup TORCH=cpu|cuda` overrides.
+ifeq ($(origin TORCH),undefined)
+TORCH := $(shell v=$$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null) \
+  && grep -qE '^[0-9]+\.[0-9]' <<<"$$v" && echo cuda || echo cpu)
+endif
+ifneq ($(words $(TORCH)) $(words $(filter cpu cuda,$(TORCH))),1 1)
+$(error TORCH=$(TORCH): use TORCH=cpu or TORCH=cuda)
+endif
+LOCK := $(if $(filter cuda,$(TORCH)),requirements-cuda.lock,requirements.lock)
+# the stamp names the build it installed, so switching builds syncs again
+STAMP := $(VENV)/.installed-$(TORCH)
 
 .PHONY: setup system-packages lock repro test lint ui bench dag profile mlflow-server mlflow-stop
 
@@ -28,15 +39,20 @@ system-packages:
 	  fi; \
 	else echo "system packages: not root or no apt; see README (chromium, dataset-fashion-mnist)"; fi
 
-# The environment is part of what is reproducible: requirements.lock pins every package with its
-# hashes (CPU torch included); set-up installs exactly the lock with uv. pyproject.toml keeps the
-# ranges; `make lock` re-resolves them into the lock (commit both).
-LOCK := requirements.lock
+# The environment is part of what is reproducible: each lock pins every package with its hashes,
+# requirements.lock with the CPU torch, requirements-cuda.lock with PyPI's CUDA torch and its nvidia-*
+# and triton wheels; set-up installs exactly $(LOCK) with uv. pyproject.toml keeps the ranges;
+# `make lock` re-resolves them into both locks (commit all three).
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv
 # CPU torch: a local wheel folder where the machine has one, else PyTorch's CPU index.
 TORCH_WHEELS ?= $(wildcard /opt/wheels)
-TORCH_SOURCE := $(if $(TORCH_WHEELS),--find-links $(TORCH_WHEELS),--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+CPU_TORCH_SOURCE := $(if $(TORCH_WHEELS),--find-links $(TORCH_WHEELS),--extra-index-url https://download.pytorch.org/whl/cpu --index-strategy unsafe-best-match)
+TORCH_SOURCE := $(if $(filter cpu,$(TORCH)),$(CPU_TORCH_SOURCE))
+LOCK_FLAGS := --extra dev --generate-hashes --no-header --python-version 3.11 --python-platform x86_64-manylinux_2_28
+# every version the CPU lock pins but torch's, a constraint of the CUDA lock: both differ only in torch
+# and the CUDA wheels (uv names a constraint file in every `# via`; that line is dropped)
+CPU_PINS := <(grep -oE '^[A-Za-z0-9_.-]+==[^ ]+' requirements.lock | grep -v '^torch==')
 
 # --compile-bytecode: every package is installed with its .pyc, so no stage, test or dvc call compiles
 # them again (where PYTHONDONTWRITEBYTECODE is set, Python never writes them, and torch's import alone
@@ -44,6 +60,7 @@ TORCH_SOURCE := $(if $(TORCH_WHEELS),--find-links $(TORCH_WHEELS),--extra-index-
 $(STAMP): $(LOCK) pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(UV) || $(BIN)/python -m pip install -q uv==$(UV_VERSION) $(PIPQUIET)
+	@rm -f $(VENV)/.installed $(VENV)/.installed-*
 	$(UV) pip sync -q --compile-bytecode --python $(BIN)/python --require-hashes $(TORCH_SOURCE) $(LOCK)
 	$(UV) pip install -q --python $(BIN)/python --no-deps -e .
 	$(BIN)/dvc config core.analytics false
@@ -51,8 +68,9 @@ $(STAMP): $(LOCK) pyproject.toml
 
 lock:
 	@test -x $(UV) || $(BIN)/python -m pip install -q uv==$(UV_VERSION) $(PIPQUIET)
-	$(UV) pip compile -q pyproject.toml --extra dev --generate-hashes --no-header $(TORCH_SOURCE) \
-	  --python-version 3.11 --python-platform x86_64-manylinux_2_28 -o $(LOCK)
+	$(UV) pip compile -q pyproject.toml $(LOCK_FLAGS) $(CPU_TORCH_SOURCE) -o requirements.lock
+	$(UV) pip compile -q pyproject.toml $(LOCK_FLAGS) -c $(CPU_PINS) -o requirements-cuda.lock
+	sed -i '\|^    #   -c /dev/fd/|d' requirements-cuda.lock
 
 # dvc.yaml is generated from the study declarations and the params files (pipeline/graph.py).
 PY ?= $(BIN)/python

@@ -20,6 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
+SLOW_MARKS = ("pipeline", "cluster", "browser", "gpu")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``unit``: the fast tests, i.e. every test that carries none of :data:`SLOW_MARKS` (``pytest -m unit``)."""
+    for item in items:
+        if not any(item.get_closest_marker(m) for m in SLOW_MARKS):
+            item.add_marker(pytest.mark.unit)
+
+
 @pytest.fixture(scope="session")
 def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
     """One temporary sqlite store for the session (creating one runs migrations: seconds)."""

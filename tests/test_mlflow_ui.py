@@ -68,6 +68,7 @@ def _api(url: str, path: str, body: dict | None = None) -> dict:
     return json.loads(urllib.request.urlopen(req, timeout=30).read())
 
 
+@pytest.mark.browser
 def test_runs_table_is_the_landing_view_with_dataset_source_and_metrics(server, tmp_path):
     url, experiment = server
     exp = _api(url, "experiments/get-by-name?experiment_name=demo")["experiment"]

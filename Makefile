@@ -9,10 +9,16 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 export MPLBACKEND := Agg
 # Which torch build set-up installs, decided here only: CUDA (requirements-cuda.lock) where nvidia-smi
-# reports a driver version, else CPU (requirements.lock). `make setup TORCH=cpu|cuda` overrides.
+# reports a driver version of at least 580 (PyPI's torch 2.13.0 is a CUDA 13 build), else CPU
+# (requirements.lock). `make setup TORCH=cpu|cuda` overrides.
+MIN_DRIVER := 580
 ifeq ($(origin TORCH),undefined)
-TORCH := $(shell v=$$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null) \
-  && grep -qE '^[0-9]+\.[0-9]' <<<"$$v" && echo cuda || echo cpu)
+DRIVER := $(shell v=$$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null) \
+  && grep -m1 -oE '^[0-9]+\.[0-9]' <<<"$$v" | cut -d. -f1)
+TORCH := $(if $(DRIVER),$(shell [ $(DRIVER) -ge $(MIN_DRIVER) ] && echo cuda || echo cpu),cpu)
+ifeq ($(TORCH)$(if $(DRIVER),y),cpuy)
+$(warning NVIDIA driver $(DRIVER) is older than $(MIN_DRIVER), which the locked CUDA 13 torch needs: the CPU build is installed (update the driver, or TORCH=cuda to force))
+endif
 endif
 ifneq ($(words $(TORCH)) $(words $(filter cpu cuda,$(TORCH))),1 1)
 $(error TORCH=$(TORCH): use TORCH=cpu or TORCH=cuda)
@@ -93,10 +99,13 @@ test: setup
 lint: setup
 	$(BIN)/ruff check .
 
-# the stages' tracking journals go into MLflow first (pipeline/tracking.py), then the UI starts
+# the stages' tracking journals go into MLflow first (pipeline/tracking.py), then the UI starts with a
+# follow sync beside it (running stages show as they go), which stops with the UI
 ui: setup
 	$(BIN)/python -m pipeline.tracking sync
 	@echo "runs: http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
+	$(BIN)/python -m pipeline.tracking sync --follow & follow=$$!; \
+	trap 'kill $$follow 2>/dev/null; wait $$follow' EXIT; \
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
 	  --backend-store-uri $${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db} \
 	  --host 127.0.0.1 --port 5000 --workers 1

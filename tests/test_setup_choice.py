@@ -77,6 +77,14 @@ def test_no_driver_picks_the_cpu_lock(tmp_path: Path, nvidia_smi: str) -> None:
     _assert_installs(_dry_run(tmp_path, nvidia_smi, "-B"), CPU_LOCK)
 
 
+def test_a_driver_too_old_for_the_cuda_13_torch_picks_the_cpu_lock_and_says_so(tmp_path: Path) -> None:
+    proc = subprocess.run(["make", "--no-print-directory", "-n", "-B", "setup"], cwd=ROOT,
+                          env=_env(tmp_path, "echo 550.54.15"), capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    _assert_installs(proc.stdout.splitlines(), CPU_LOCK)
+    assert "NVIDIA driver 550 is older than 580" in proc.stderr
+
+
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an nvidia-smi")
 def test_without_nvidia_smi_the_cpu_lock(tmp_path: Path) -> None:
     _assert_installs(_dry_run(tmp_path, None, "-B"), CPU_LOCK)

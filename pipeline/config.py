@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import subprocess
 import types
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -284,6 +285,59 @@ def resolve(section: dict[str, Any], profile: str, path: str) -> dict[str, Any]:
         check(isinstance(over, dict | None), f"{path}.{PROFILES_KEY}.{name}", over, "a mapping of overrides")
     base = {k: v for k, v in section.items() if k != PROFILES_KEY}
     return merge(base, overrides.get(profile) or {})
+
+
+def overridden(section: dict[str, Any], profile: str, path: str) -> list[tuple[str, Any, Any]]:
+    """``(key, base value, profile value)`` for every base value that ``profiles.<profile>`` replaces
+    (mappings merge key by key, so only the leaves a profile names replace anything)."""
+    out: list[tuple[str, Any, Any]] = []
+
+    def walk(base: Any, over: Any, prefix: str) -> None:
+        for k, v in over.items():
+            if not isinstance(base, dict) or k not in base:
+                continue
+            if isinstance(v, dict) and isinstance(base[k], dict):
+                walk(base[k], v, f"{prefix}.{k}")
+            else:
+                out.append((f"{prefix}.{k}", base[k], v))
+
+    over = (section.get(PROFILES_KEY) or {}).get(profile) or {}
+    walk({k: v for k, v in section.items() if k != PROFILES_KEY}, over, path)
+    return out
+
+
+def silent_edits(before: dict[str, Any], after: dict[str, Any], profile: str) -> list[str]:
+    """Base values edited between two params trees that ``profile`` overrides: edits that change
+    nothing under that profile, one line each (``make dag`` prints them)."""
+    lines = []
+    for study, section in after.items():
+        if study in FRAMEWORK_KEYS or not isinstance(section, dict):
+            continue
+        old = before.get(study)
+        for key, base, value in overridden(section, profile, study):
+            was = _lookup(old, key.split(".")[1:]) if isinstance(old, dict) else _MISSING
+            if was is not _MISSING and was != base:
+                lines.append(f"note: {params_file(study)}: {key} changed ({was!r} -> {base!r}) but profile "
+                             f"{profile!r} overrides it ({PROFILES_KEY}.{profile}.{key.partition('.')[2]} = "
+                             f"{value!r}): the edit changes nothing under this profile")
+    return lines
+
+
+def read_tree_at(rev: str, root: str | Path | None = None) -> dict[str, Any] | None:
+    """The params tree as committed at ``rev`` (None outside git or where a file does not parse)."""
+    root = Path(root) if root else repo_root()
+    try:
+        names = subprocess.run(["git", "ls-tree", "--name-only", rev, f"{PARAMS_DIR}/"], cwd=root,
+                               capture_output=True, text=True, check=True).stdout.split()
+        tree: dict[str, Any] = {}
+        for name in names:
+            if name.endswith(".yaml"):
+                text = subprocess.run(["git", "show", f"{rev}:{name}"], cwd=root, capture_output=True, text=True,
+                                      check=True).stdout
+                tree.update(yaml.safe_load(text) or {})
+        return tree
+    except (OSError, subprocess.CalledProcessError, yaml.YAMLError):
+        return None
 
 
 def sources_of(section: dict[str, Any], profile: str, key: str) -> list[str]:

@@ -30,7 +30,17 @@ from typing import Any
 import yaml
 
 from pipeline import claims, registry
-from pipeline.config import PROFILES, ConfigError, Params, load_params, params_file, sources_of
+from pipeline.config import (
+    PROFILES,
+    ConfigError,
+    Params,
+    load_params,
+    params_file,
+    read_tree,
+    read_tree_at,
+    silent_edits,
+    sources_of,
+)
 from pipeline.contract import Family, Study
 from pipeline.io import write_bytes
 from pipeline.paths import (
@@ -351,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
         (root / path).unlink()
     n = sum(len(s["foreach"]) if "foreach" in s else 1 for s in stages(params).values())
     print(f"dvc.yaml: {n} stages in {len(wanted)} files for profile {params.profile!r}")
+    committed = read_tree_at("HEAD")
+    for line in silent_edits(committed, read_tree(), params.profile) if committed is not None else ():
+        print(line)  # an edit of a base value the active profile overrides: nothing will rerun
     return 0
 
 

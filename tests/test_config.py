@@ -174,3 +174,29 @@ def test_a_section_in_the_wrong_file_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=r"params/toy.yaml: top-level keys \['other'\] are not allowed; "
                                           r"allowed: exactly one, 'toy'"):
         read_tree(root)
+
+
+def test_an_edit_of_a_base_value_the_profile_overrides_is_named(tmp_path):
+    """``make dag`` says when an edited base value changes nothing under the active profile."""
+    import shutil
+    import subprocess
+
+    from pipeline.config import overridden, read_tree, read_tree_at, silent_edits
+
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "params"], cwd=tmp_path, check=True)
+    tree = read_tree(tmp_path)
+    assert ("imprint.epochs", 10, 3) in overridden(tree["imprint"], "smoke", "imprint")
+    assert silent_edits(read_tree_at("HEAD", tmp_path), tree, "smoke") == []
+    path = tmp_path / "params" / "imprint.yaml"
+    text = path.read_text().replace("\n  epochs: 10", "\n  epochs: 12", 1)
+    path.write_text(text.replace("\n  lr: 0.001", "\n  lr: 0.002"))  # lr: smoke reads the base value
+    notes = silent_edits(read_tree_at("HEAD", tmp_path), read_tree(tmp_path), "smoke")
+    assert notes == ["note: params/imprint.yaml: imprint.epochs changed (10 -> 12) but profile 'smoke' overrides "
+                     "it (profiles.smoke.epochs = 3): the edit changes nothing under this profile"]
+    assert silent_edits(read_tree_at("HEAD", tmp_path), read_tree(tmp_path), "paper") == []  # paper reads it
+    assert read_tree_at("HEAD", tmp_path / "nowhere") is None

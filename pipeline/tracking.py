@@ -11,13 +11,17 @@ Modes, from ``TRAINSCAPE_TRACKING``:
 * ``journal`` (the default): the stage process never imports MLflow (importing its client and SQL
   store and creating runs cost about 3.7 s of every stage). The :class:`Tracker` records every call
   it would make in a journal, the folder ``<store root>/.trainscape/journal/<stage>-<key>/``: numbered
-  segments, each written atomically (at the start, after each part of a resumable unit, at exit,
-  FAILED on an exception), and the logged files hard-linked as they were when logged. Each run gets a
-  key, a uuid4 hex like an MLflow run id: ``run_id`` returns it and ``meta.json``, sidecars and
-  ``claims.json`` record it as ``mlflow_run_id``. :func:`sync` (the report stage, ``make ui``,
-  ``python -m pipeline.tracking sync``) replays the journals into MLflow with their original times,
-  tags each run ``trainscape.run_key=<key>`` and keeps the map key → run id that :func:`resolve`
-  reads (the gallery's links resolve through it). Runs appear in MLflow after that sync.
+  segments, each written atomically (at the start, as each child run ends, after each part of a
+  resumable unit, at exit, FAILED on an exception), and the logged files hard-linked as they were
+  when logged. Each run gets a key, a uuid4 hex like an MLflow run id: ``run_id`` returns it and
+  ``meta.json``, sidecars and ``claims.json`` record it as ``mlflow_run_id``. :func:`sync` (the
+  report stage, ``make ui``, ``python -m pipeline.tracking sync``) replays the journals into MLflow
+  with their original times, tags each run ``trainscape.run_key=<key>`` and keeps the map key → run
+  id that :func:`resolve` reads (the gallery's links resolve through it). ``sync --follow``
+  (:func:`follow`, which ``make ui`` keeps running beside the UI) replays the journals of running
+  stages too, as they grow: each child run shows as it ends, the parent RUNNING until its stage
+  ends. Each journal's ``replayed.json`` says how much of it is in MLflow, so every pass, and a plain
+  sync after them, replays only what is new.
 * ``direct``: every call goes to MLflow from the stage itself, run ids are MLflow's (for debugging).
 * ``off`` (also ``0``, ``false``, ``no``; or ``tracking.enabled: false``): nothing is recorded.
 
@@ -38,12 +42,14 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
+import threading
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +72,8 @@ JOURNAL_ENV = "TRAINSCAPE_JOURNAL"
 OFF_VALUES = ("off", "0", "false", "no")
 MODES = ("journal", "direct", "off")
 TERMINAL = ("FINISHED", "FAILED", "KILLED")
-LOCK, SYNC_LOCK, RUN_MAP, SYNCED = "lock", "sync.lock", "runs.json", "synced"
+LOCK, SYNC_LOCK, RUN_MAP, SYNCED, PROGRESS = "lock", "sync.lock", "runs.json", "synced", "replayed.json"
+FOLLOW_INTERVAL = 5.0  # seconds between two passes of ``sync --follow``
 
 
 def tracking_uri() -> str:
@@ -149,6 +156,32 @@ def _now_ms() -> int:
 
 ParamItems = Iterable[tuple[str, str]]
 MetricItems = Iterable[tuple[str, float, int, int]]  # key, value, timestamp (ms), step
+# a metric series: (steps, values), or (steps, values, wall times in seconds since the epoch)
+Series = tuple[Iterable[int], Iterable[float]] | tuple[Iterable[int], Iterable[float], Iterable[float]]
+
+
+def step_timestamps(steps: Mapping[str, Sequence[int]], start: int, end: int) -> dict[str, list[int]]:
+    """Timestamps (ms) for series logged without wall times, so MLflow's time axes follow the steps.
+
+    The rule: linear in the step number, the lowest step of all the series at ``start`` (the run's
+    start) and the highest at ``end`` (when they are logged: for a child run logged as it ends, its
+    end); one step alone sits at ``end``. Within a series different steps get different, increasing
+    timestamps, never later than ``end``: where steps lie closer than a millisecond apart the earlier
+    ones move earlier (before ``start`` if they must); equal steps share a timestamp.
+    """
+    every = [s for v in steps.values() for s in v]
+    if not every:
+        return {k: [] for k in steps}
+    lo, hi, span = min(every), max(every), max(end - start, 0)
+    out: dict[str, list[int]] = {}
+    for key, series in steps.items():
+        at: dict[int, int] = {}
+        later: int | None = None
+        for s in sorted(set(series), reverse=True):
+            t = end if hi == lo else start + round((s - lo) * span / (hi - lo))
+            at[s] = later = t if later is None else min(t, later - 1)
+        out[key] = [at[s] for s in series]
+    return out
 
 
 # -- MLflow itself: the direct mode and the replay -------------------------------------------------
@@ -231,8 +264,8 @@ class _Direct:
         self.store = _Store(tracking_uri())
         self.experiment_id = self.store.experiment(study, artifact_location(study))
 
-    def start(self, name: str, tags: Mapping[str, str], parent: str | None) -> str:
-        return self.store.create_run(self.experiment_id, name, tags, parent)
+    def start(self, name: str, tags: Mapping[str, str], parent: str | None, start: int) -> str:
+        return self.store.create_run(self.experiment_id, name, tags, parent, start)
 
     def log(self, run: str, **kw: Any) -> None:
         self.store.log(run, **kw)
@@ -282,9 +315,9 @@ class _Journal:
         self.files = 0
         self._final = final
 
-    def start(self, name: str, tags: Mapping[str, str], parent: str | None) -> str:
+    def start(self, name: str, tags: Mapping[str, str], parent: str | None, start: int) -> str:
         key = self.key if parent is None else new_key()  # a journal holds one parent run, its own key
-        self.events.append(["run", key, name, parent, _now_ms(), dict(tags)])
+        self.events.append(["run", key, name, parent, start, dict(tags)])
         return key
 
     def log(self, run: str, *, params: ParamItems = (), metrics: MetricItems = (),
@@ -316,7 +349,10 @@ class _Journal:
         self.events.append(["end", run, status, _now_ms()])
 
     def checkpoint(self, closed: bool = False) -> None:
-        """Write the events since the last segment as the next segment (atomically)."""
+        """Write the events since the last segment as the next segment (atomically); nothing when
+        nothing was recorded since (a part's checkpoint right after its child's)."""
+        if not self.events and not closed and self.segments:
+            return
         self.segments += 1
         seg = {**self.header, "segment": self.segments, "written": _now_ms(), "closed": closed,
                "events": self.events}
@@ -360,16 +396,27 @@ class RunLogger:
         if metrics:
             self._t._call("log", self.run_id, metrics=[(k, float(v), ts, int(step)) for k, v in metrics.items()])
 
-    def log_many(self, metrics: Mapping[str, float], series: Mapping[str, tuple[Iterable[int], Iterable[float]]]
-                 ) -> None:
-        """Final metrics (step 0) and whole series (key -> (steps, values)) in as few batches as possible."""
-        ts = _now_ms()
-        items = [(k, float(v), ts, 0) for k, v in metrics.items()]
-        for key, (steps, values) in series.items():
-            stp, vals = list(steps), [float(v) for v in values]
-            if len(stp) != len(vals):
-                raise ValueError(f"metric {key}: {len(vals)} values but {len(stp)} steps")
-            items += [(key, v, ts, int(s)) for s, v in zip(stp, vals)]
+    def log_many(self, metrics: Mapping[str, float], series: Mapping[str, Series]) -> None:
+        """Final metrics (step 0, now) and whole series in as few batches as possible.
+
+        A series is ``(steps, values)`` or ``(steps, values, times)``: each step gets its own
+        timestamp, its wall time where the study gives one (seconds since the epoch, as
+        ``time.time()``), else spread over the run's life by :func:`step_timestamps`.
+        """
+        now = _now_ms()
+        items = [(k, float(v), now, 0) for k, v in metrics.items()]
+        parsed: dict[str, tuple[list[int], list[float], list[int] | None]] = {}
+        for key, s in series.items():
+            stp, vals = [int(x) for x in s[0]], [float(v) for v in s[1]]
+            times = [round(float(t) * 1000) for t in s[2]] if len(s) > 2 else None
+            if len(stp) != len(vals) or (times is not None and len(times) != len(stp)):
+                raise ValueError(f"metric {key}: {len(stp)} steps, {len(vals)} values"
+                                 + (f", {len(times)} times" if times is not None else ""))
+            parsed[key] = (stp, vals, times)
+        spread = step_timestamps({k: p[0] for k, p in parsed.items() if p[2] is None},
+                                 self._t._started.get(self.run_id or "", now), now)
+        for key, (stp, vals, times) in parsed.items():
+            items += [(key, v, ts, st) for st, v, ts in zip(stp, vals, spread[key] if times is None else times)]
         if items:
             self._t._call("log", self.run_id, metrics=items)
 
@@ -398,6 +445,7 @@ class Tracker:
         self.on_error = on_error
         self._sink: _Direct | _Journal | None = None
         self._experiment_id: str | None = None
+        self._started: dict[str, int] = {}  # run id → start (ms): series without times spread from there
         self.parent = RunLogger(self, None)
 
     # -- plumbing -------------------------------------------------------------------------------
@@ -419,11 +467,14 @@ class Tracker:
     def _start(self, name: str, tags: Mapping[str, str], parent_id: str | None) -> str | None:
         if self._sink is None:
             return None
+        start = _now_ms()
         try:
-            return self._sink.start(name, tags, parent_id)
+            run_id = self._sink.start(name, tags, parent_id, start)
         except Exception as exc:
             self._fail(exc)
             return None
+        self._started[run_id] = start
+        return run_id
 
     def _log_inputs(self, run_id: str | None) -> None:
         if self.datasets:
@@ -469,8 +520,9 @@ class Tracker:
                 self._fail(err)
 
     def checkpoint(self) -> None:
-        """Persist what was recorded so far (journal mode; a no-op otherwise): a resumable unit calls
-        it after each part, so a killed stage's finished parts still reach MLflow."""
+        """Persist what was recorded so far (journal mode; a no-op otherwise): every child run calls it
+        as it ends, a resumable unit after each part, so a killed stage's finished parts still reach
+        MLflow and ``sync --follow`` shows them while the stage runs."""
         if self._sink is not None:
             try:
                 self._sink.checkpoint()
@@ -480,7 +532,8 @@ class Tracker:
     @contextlib.contextmanager
     def child(self, name: str, params: Mapping[str, Any] | None = None,
               tags: Mapping[str, str] | None = None) -> Iterator[ChildRun]:
-        """A child run per training configuration; ``run.fail(reason)`` marks it FAILED."""
+        """A child run per training configuration; ``run.fail(reason)`` marks it FAILED. The journal is
+        written as the run ends, so ``sync --follow`` shows it within seconds (a multi-hour stage's)."""
         run_id = None
         if self.parent.run_id is not None:
             run_id = self._start(name, {**self.tags, **(tags or {})}, self.parent.run_id)
@@ -492,8 +545,10 @@ class Tracker:
             yield run
         except BaseException:
             self._call("end", run_id, "FAILED")
+            self.checkpoint()
             raise
         self._call("end", run_id, "FAILED" if run.failed else "FINISHED")
+        self.checkpoint()
 
 
 class ChildRun(RunLogger):
@@ -510,11 +565,14 @@ class ChildRun(RunLogger):
 
 @dataclass
 class _Run:
+    """What a run got in some events of its journal; ``name`` is None when the run was created in
+    events replayed earlier."""
+
     key: str
-    name: str
-    parent: str | None
-    start: int
-    tags: dict[str, str]
+    name: str | None = None
+    parent: str | None = None
+    start: int = 0
+    tags: dict[str, str] = field(default_factory=dict)
     params: list[tuple[str, str]] = field(default_factory=list)
     later_tags: dict[str, str] = field(default_factory=dict)
     metrics: list[tuple[str, float, int, int]] = field(default_factory=list)
@@ -525,15 +583,14 @@ class _Run:
 
 
 def _fold(events: Iterable[list[Any]]) -> dict[str, _Run]:
-    """A journal's events as runs in creation order, each with everything logged to it."""
+    """Events as runs in the order they first appear, each with everything logged to it."""
     runs: dict[str, _Run] = {}
     for ev in events:
         kind, key = ev[0], ev[1]
+        run = runs.setdefault(key, _Run(key))
         if kind == "run":
-            runs[key] = _Run(key, ev[2], ev[3], ev[4], ev[5])
-            continue
-        run = runs[key]
-        if kind == "params":  # MLflow keeps a param's first value (a second one is refused)
+            run.name, run.parent, run.start, run.tags = ev[2], ev[3], ev[4], ev[5]
+        elif kind == "params":  # MLflow keeps a param's first value (a second one is refused)
             seen = {k for k, _ in run.params}
             run.params += [(k, v) for k, v in ev[2] if k not in seen]
         elif kind == "tags":
@@ -550,74 +607,154 @@ def _fold(events: Iterable[list[Any]]) -> dict[str, _Run]:
 
 
 @dataclass
+class _Progress:
+    """How much of one journal is in MLflow: ``replayed.json`` beside its segments, rewritten atomically
+    under the sync lock, so each pass (of ``sync --follow``, or a plain sync after it) replays only the
+    segments written since and never creates a run twice."""
+
+    segments: int = 0  # segments 1..segments are in MLflow, every event of them
+    applying: int = 0  # > segments while a pass runs: a pass that died left it, the next one looks in MLflow
+    closed: bool = False
+    written: int = 0  # when the last replayed segment was written: the end of runs a killed stage left open
+    header: dict[str, Any] = field(default_factory=dict)
+    experiment_id: str = ""
+    ids: dict[str, str] = field(default_factory=dict)  # run key → MLflow run id
+    open: dict[str, list[str]] = field(default_factory=dict)  # runs not ended in MLflow → their params' names
+
+    @classmethod
+    def load(cls, path: Path) -> _Progress:
+        file = path / PROGRESS
+        return cls(**read_json(file)) if file.exists() else cls()
+
+    def save(self, path: Path) -> None:
+        write_json(path / PROGRESS, asdict(self))
+
+
+@dataclass
 class _Pending:
+    """The part of a journal a pass replays: its events in the segments not replayed yet, up to ``last``."""
+
     path: Path
     header: dict[str, Any]
     events: list[list[Any]]
     closed: bool
     written: int
+    final: bool = True  # closed, or its stage is dead: nothing more will come
+    last: int = 0
 
 
-def _segments(path: Path) -> list[dict[str, Any]]:
-    return [read_json(s) for s in sorted(path.glob("seg-*.json"))]
+def _segments(path: Path, after: int = 0) -> list[dict[str, Any]]:
+    files = sorted(path.glob("seg-*.json"))
+    return [read_json(s) for s in files if int(s.stem.removeprefix("seg-")) > after]
 
 
-def _read_journal(path: Path) -> _Pending | None:
-    """A journal folder that can be replayed now: closed, or its stage is dead (its lock is free).
-    None while its stage still runs."""
-    data = _segments(path)
-    if data and not data[-1]["closed"]:
-        try:
-            fd = os.open(path / LOCK, os.O_RDWR)
-        except FileNotFoundError:
-            fd = None
-        if fd is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return None  # the stage is still running
-            finally:
-                os.close(fd)
-        data = _segments(path)  # it may have closed the journal between the first read and the lock
-    if not data:
+def _stage_alive(path: Path) -> bool:
+    """The stage holds its journal's lock while it runs."""
+    try:
+        fd = os.open(path / LOCK, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _read_journal(path: Path, progress: _Progress | None = None, live: bool = False) -> _Pending | None:
+    """What of a journal folder can be replayed now: the segments after those ``progress`` holds; final
+    when it is closed or its stage is dead (its lock is free). While its stage runs: None, or with
+    ``live`` (the follow mode) the segments written so far."""
+    prog = progress or _Progress()
+    data = _segments(path, prog.segments)
+    closed = bool(data[-1]["closed"]) if data else prog.closed
+    alive = False
+    if not closed and (data or prog.segments):
+        alive = _stage_alive(path)
+        if not alive:  # it may have closed the journal between the first read and the lock
+            data = _segments(path, prog.segments)
+            closed = bool(data[-1]["closed"]) if data else prog.closed
+    if (alive and not live) or not (data or prog.segments):
         return None
-    header = {k: v for k, v in data[0].items() if k not in ("segment", "written", "closed", "events")}
-    return _Pending(path, header, [ev for d in data for ev in d["events"]], bool(data[-1]["closed"]),
-                    data[-1]["written"])
+    header = prog.header or {k: v for k, v in data[0].items() if k not in ("segment", "written", "closed", "events")}
+    return _Pending(path, header, [ev for d in data for ev in d["events"]], closed,
+                    data[-1]["written"] if data else prog.written, final=not alive,
+                    last=data[-1]["segment"] if data else prog.segments)
 
 
-def _replay(store: _Store, journal: _Pending) -> dict[str, dict[str, str]]:
-    """One journal into MLflow. A run already there with its key (an earlier sync stopped before it
-    moved the journal) is reused, never logged twice; one left unfinished by a crashed sync is
-    deleted and logged afresh. Each run is created, logged and terminated before the next."""
+def _existing(store: _Store, experiment_id: str, key: str, prog: _Progress) -> dict[str, Any]:
+    """The journal's runs already in MLflow, by key: what a pass that died left there."""
+    found: dict[str, Any] = {}
+    parent_id = prog.ids.get(key)
+    if parent_id is None:
+        hits = store.search(experiment_id, f"tags.`{RUN_KEY_TAG}` = '{key}'")
+        if not hits:
+            return found
+        found[key] = hits[0]
+        parent_id = hits[0].info.run_id
+    for run in store.search(experiment_id, f"tags.`{PARENT_TAG}` = '{parent_id}'"):
+        found.setdefault(run.data.tags.get(RUN_KEY_TAG, ""), run)
+    return found
+
+
+def _replay(store: _Store, journal: _Pending, prog: _Progress) -> int:
+    """A journal's new events into MLflow; returns how many runs it mapped now.
+
+    A run is created once (with its tags, its start no later than its first metric), then gets what
+    it logs, and is ended when its end is journaled; while the stage runs its parent stays RUNNING;
+    when the journal is final, the runs it left open end KILLED. ``prog`` is saved after the pass (and
+    marked before it): a pass that died is redone, reusing the runs it created (found by their key
+    tag; one ended then is complete) and logging again only what MLflow keeps once (metrics with
+    their timestamps, params, tags, inputs and artifacts are all idempotent)."""
     h = journal.header
-    runs = _fold(journal.events)
-    experiment_id = store.experiment(h["study"], h["artifact_location"])
-    existing: dict[str, Any] = {}
-    found = store.search(experiment_id, f"tags.`{RUN_KEY_TAG}` = '{h['key']}'")
-    if found:
-        existing[h["key"]] = found[0]
-        for run in store.search(experiment_id, f"tags.`{PARENT_TAG}` = '{found[0].info.run_id}'"):
-            existing.setdefault(run.data.tags.get(RUN_KEY_TAG, ""), run)
-    ids: dict[str, str] = {}
-    for key, run in runs.items():
-        old = existing.get(key)
-        if old is not None and old.info.status in TERMINAL:
-            ids[key] = old.info.run_id
-            continue
-        if old is not None:
-            store.client.delete_run(old.info.run_id)
-        parent = ids.get(run.parent) if run.parent else None
-        tags = {**run.tags, **run.later_tags, RUN_KEY_TAG: key}  # tags set later go in with the run
-        rid = store.create_run(experiment_id, run.name, tags, parent, run.start)
-        store.log(rid, params=run.params, metrics=run.metrics)
-        for datasets in run.inputs:
-            store.inputs(rid, datasets)
-        for rel, artifact_path in run.artifacts:
-            store.artifact(rid, journal.path / rel, artifact_path)
-        store.end(rid, run.status or "KILLED", run.end or journal.written)
-        ids[key] = rid
-    return {k: {"run_id": v, "experiment_id": experiment_id, "experiment": h["study"]} for k, v in ids.items()}
+    experiment_id = prog.experiment_id or store.experiment(h["study"], h["artifact_location"])
+    prog.header, prog.experiment_id = h, experiment_id
+    recover = prog.applying > prog.segments or prog.segments == 0  # also: journals an older sync replayed
+    if journal.last > prog.segments:
+        prog.applying = journal.last
+        prog.save(journal.path)
+    existing = _existing(store, experiment_id, h["key"], prog) if recover else {}
+    before = len(prog.ids)
+    try:
+        for key, run in _fold(journal.events).items():
+            rid, fresh = prog.ids.get(key), False
+            if rid is None:
+                old = existing.get(key)
+                if old is not None:
+                    rid = prog.ids[key] = old.info.run_id
+                    if old.info.status in TERMINAL:
+                        continue
+                    prog.open[key] = sorted(old.data.params)
+                elif run.name is None:
+                    raise RuntimeError(f"{journal.path.name}: events of run {key} whose creation is not in MLflow "
+                                       f"(remove {PROGRESS} to replay the journal from its start)")
+                else:
+                    start = min([run.start, *(m[2] for m in run.metrics)])
+                    tags = {**run.tags, **run.later_tags, RUN_KEY_TAG: key}  # tags set later go in with the run
+                    rid = store.create_run(experiment_id, run.name, tags, prog.ids.get(run.parent or ""), start)
+                    prog.ids[key], prog.open[key], fresh = rid, [], True
+            known = set(prog.open.get(key, ()))
+            params = [(k, v) for k, v in run.params if k not in known]
+            store.log(rid, params=params, metrics=run.metrics, tags=None if fresh else run.later_tags)
+            if key in prog.open:
+                prog.open[key] = sorted(known | {k for k, _ in params})
+            for datasets in run.inputs:
+                store.inputs(rid, datasets)
+            for rel, artifact_path in run.artifacts:
+                store.artifact(rid, journal.path / rel, artifact_path)
+            if run.status:
+                store.end(rid, run.status, run.end)
+                prog.open.pop(key, None)
+        if journal.final:
+            for key in list(prog.open):
+                store.end(prog.ids[key], "KILLED", journal.written)
+                del prog.open[key]
+        prog.segments, prog.closed, prog.written = journal.last, journal.closed, journal.written
+    finally:
+        prog.save(journal.path)
+    return len(prog.ids) - before
 
 
 def run_map(folder: Path | None = None) -> dict[str, dict[str, str]]:
@@ -633,10 +770,11 @@ def resolve(key: str | None, folder: Path | None = None) -> str | None:
 
 @dataclass
 class SyncReport:
-    journals: int = 0  # replayed now
-    runs: int = 0
-    running: int = 0  # left for a later sync: their stage still runs
+    journals: int = 0  # replayed to their end now
+    runs: int = 0  # runs newly in MLflow
+    running: int = 0  # their stage still runs: left for a later sync, or followed (``live``)
     failed: int = 0  # left for a later sync: MLflow refused (on_error: warn)
+    updated: int = 0  # journals that brought anything new into MLflow
     seconds: float = 0.0
 
     def line(self) -> str:
@@ -656,7 +794,7 @@ def _exclusive(path: Path) -> Iterator[None]:
 
 
 def pending(folder: Path | None = None) -> list[Path]:
-    """The journal folders not yet synced, oldest first."""
+    """The journal folders not yet synced to their end, oldest first."""
     folder = folder or journal_dir()
     if not folder.is_dir():
         return []
@@ -665,32 +803,38 @@ def pending(folder: Path | None = None) -> list[Path]:
                   else 0.0)
 
 
-def sync(folder: Path | None = None, *, on_error: str = "warn", uri: str | None = None) -> SyncReport:
-    """Replay every pending journal into MLflow, once, under an exclusive lock (queued experiments
-    can run report stages at the same time). A synced journal moves to ``synced/`` without its
-    files (MLflow holds copies); the map key → run id is rewritten atomically. ``uri`` overrides the
-    store the journals name. MLflow is imported only when a journal is pending."""
+def sync(folder: Path | None = None, *, on_error: str = "warn", uri: str | None = None, live: bool = False,
+         stores: dict[str, _Store] | None = None) -> SyncReport:
+    """Replay the pending journals into MLflow under an exclusive lock (queued experiments can run
+    report stages at the same time), each from where the last pass left it (``replayed.json``). A
+    running stage's journal is left for later unless ``live`` (:func:`follow`). A journal replayed to
+    its end moves to ``synced/`` without its files (MLflow holds copies); the map key → run id is
+    rewritten atomically. ``uri`` overrides the store the journals name; ``stores`` keeps clients
+    between passes. MLflow is imported only when a journal has something new."""
     folder = folder or journal_dir()
     report = SyncReport()
     start = time.perf_counter()
     if not pending(folder):
         return report
+    stores = {} if stores is None else stores
     folder.mkdir(parents=True, exist_ok=True)
     with _exclusive(folder / SYNC_LOCK):
         mapping = run_map(folder)
+        mapped = False
         done: list[Path] = []
-        stores: dict[str, _Store] = {}
         try:
             for path in pending(folder):
                 try:
-                    journal = _read_journal(path)
-                    if journal is None:
+                    prog = _Progress.load(path)
+                    journal = _read_journal(path, prog, live)
+                    if journal is None or not journal.final:
                         report.running += 1
+                    if journal is None or (journal.last == prog.segments and not journal.final):
                         continue
                     target = uri or journal.header["uri"]
                     if target not in stores:
                         stores[target] = _Store(target)
-                    ids = _replay(stores[target], journal)
+                    new = _replay(stores[target], journal, prog)
                 except Exception as exc:
                     report.failed += 1
                     if on_error == "fail":
@@ -698,13 +842,19 @@ def sync(folder: Path | None = None, *, on_error: str = "warn", uri: str | None 
                     warnings.warn(f"MLflow sync of {path.name} failed ({type(exc).__name__}: {exc}); it stays "
                                   "pending, outputs are unaffected", stacklevel=2)
                     continue
-                mapping.update(ids)
-                done.append(path)
-                report.journals += 1
-                report.runs += len(ids)
+                for key, rid in prog.ids.items():
+                    entry = {"run_id": rid, "experiment_id": prog.experiment_id, "experiment": prog.header["study"]}
+                    if mapping.get(key) != entry:
+                        mapping[key], mapped = entry, True
+                report.runs += new
+                report.updated += 1
+                if journal.final:
+                    done.append(path)
+                    report.journals += 1
         finally:
-            if done:
+            if mapped:
                 write_json(folder / RUN_MAP, mapping)
+            if done:
                 (folder / SYNCED).mkdir(exist_ok=True)
                 for path in done:
                     shutil.rmtree(path / "files", ignore_errors=True)
@@ -714,12 +864,29 @@ def sync(folder: Path | None = None, *, on_error: str = "warn", uri: str | None 
     return report
 
 
+def follow(folder: Path | None = None, *, interval: float = FOLLOW_INTERVAL, on_error: str = "warn",
+           uri: str | None = None, stop: threading.Event | None = None) -> None:
+    """Sync every ``interval`` seconds until ``stop`` is set, the journals of running stages included:
+    their runs show in MLflow while they run (a child as it ends, the parent RUNNING until its stage
+    ends). A pass prints its line when it brought anything new."""
+    stop = stop or threading.Event()
+    stores: dict[str, _Store] = {}
+    while not stop.is_set():
+        report = sync(folder, on_error=on_error, uri=uri, live=True, stores=stores)
+        if report.updated or report.failed:
+            print(report.line(), flush=True)
+        stop.wait(interval)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pipeline.tracking sync | resolve KEY``."""
+    """``python -m pipeline.tracking sync [--follow [--interval S]] | resolve KEY``."""
     ap = argparse.ArgumentParser(prog="python -m pipeline.tracking", description="MLflow journals")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("sync", help="replay the pending journals into MLflow")
     s.add_argument("--on-error", choices=("warn", "fail"), help="default: tracking.on_error of params.yaml")
+    s.add_argument("--follow", action="store_true",
+                   help="keep syncing, running stages included, until interrupted (SIGINT or SIGTERM)")
+    s.add_argument("--interval", type=float, default=FOLLOW_INTERVAL, help="seconds between passes of --follow")
     r = sub.add_parser("resolve", help="print the MLflow run id of a run key")
     r.add_argument("key")
     args = ap.parse_args(argv)
@@ -740,6 +907,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.follow:
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # the pass under way ends first
+            signal.signal(sig, lambda *_: stop.set())
+        print(f"[tracking] following {journal_dir()} every {args.interval:g} s", flush=True)
+        follow(interval=args.interval, on_error=on_error, stop=stop)
+        return 0
     print(sync(on_error=on_error).line())
     return 0
 

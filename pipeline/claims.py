@@ -22,7 +22,7 @@ from typing import Any
 from pipeline import registry
 from pipeline.checks import describe
 from pipeline.config import ConfigError, Params
-from pipeline.contract import Claim, Study
+from pipeline.contract import CLAIM_KINDS, Claim, Study
 from pipeline.io import read_json, write_json
 from pipeline.paths import metrics_path, repo_root, sidecar_path, stage_name, study_dir
 from pipeline.tracking import Tracker, provenance_tags
@@ -116,7 +116,8 @@ def evaluate(claim: Claim, study: str, profile: str, load: Callable[[str], Any |
         status = HOLDS if holds else FAILS
     expected = claim.expected(profile)
     return {
-        "id": f"{study}/{claim.id}", "study": study, "claim": claim.id, "seed_figure": claim.seed_figure,
+        "id": f"{study}/{claim.id}", "study": study, "claim": claim.id, "kind": claim.kind,
+        "seed_figure": claim.seed_figure,
         "sentence": claim.sentence, "figures": list(claim.figures), "reads": reads, "check": describe(claim.check),
         "measured": measured, "holds": holds, "status": status, "profile": profile, "expected": expected,
         "reason": claim.fails_on.get(profile), "missing": missing,
@@ -124,13 +125,21 @@ def evaluate(claim: Claim, study: str, profile: str, load: Callable[[str], Any |
     }
 
 
-def summarise(rows: list[dict[str, Any]], profile: str) -> dict[str, Any]:
-    loud = [r["id"] for r in rows if r["expected"] and r["status"] != HOLDS]
-    return {"profile": profile, "claims": len(rows), "holds": sum(r["status"] == HOLDS for r in rows),
+def counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many claims there are, hold, fail, are not measured, are expected; who surprises."""
+    return {"claims": len(rows), "holds": sum(r["status"] == HOLDS for r in rows),
             "fails": sum(r["status"] == FAILS for r in rows),
             "not_measured": sum(r["status"] == UNMEASURED for r in rows),
-            "expected": sum(r["expected"] for r in rows), "expected_but_not_holding": loud,
+            "expected": sum(r["expected"] for r in rows),
+            "expected_but_not_holding": [r["id"] for r in rows if r["expected"] and r["status"] != HOLDS],
             "holding_though_not_expected": [r["id"] for r in rows if not r["expected"] and r["status"] == HOLDS]}
+
+
+def summarise(rows: list[dict[str, Any]], profile: str) -> dict[str, Any]:
+    """The counts over every claim, and per kind (findings apart from sanity checks: a ledger of
+    theorems that hold says nothing about what the papers found)."""
+    return {"profile": profile, **counts(rows),
+            "by_kind": {k: counts([r for r in rows if r.get("kind") == k]) for k in CLAIM_KINDS}}
 
 
 def source_run(stage: str) -> str | None:
@@ -169,8 +178,8 @@ def build_ledger(params: Params, root_load: Callable[[str], Any | None] | None =
 
 def definitions_hash(ledger: Mapping[str, Any]) -> str:
     """A hash of what was claimed (ids, sentences, checks, expectations), for the run's params.hash tag."""
-    spec = [[r["id"], r["sentence"], r["check"], r["expected"], [[x["stage"], x["path"]] for x in r["reads"]]]
-            for r in ledger["claims"]]
+    spec = [[r["id"], r.get("kind"), r["sentence"], r["check"], r["expected"],
+             [[x["stage"], x["path"]] for x in r["reads"]]] for r in ledger["claims"]]
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
@@ -185,6 +194,10 @@ def log_ledger(ledger: Mapping[str, Any], params: Params, path: Path) -> str | N
         metrics.update({"claims_holding": s["holds"], "claims_failing": s["fails"],
                         "claims_not_measured": s["not_measured"],
                         "expected_but_not_holding": len(s["expected_but_not_holding"])})
+        for kind, c in s["by_kind"].items():
+            metrics.update({f"{kind}s/holding": c["holds"], f"{kind}s/failing": c["fails"],
+                            f"{kind}s/not_measured": c["not_measured"],
+                            f"{kind}s/expected_but_not_holding": len(c["expected_but_not_holding"])})
         tracker.parent.log_metrics(metrics)
         tracker.parent.log_artifact(path)
         return tracker.parent.run_id
@@ -197,12 +210,16 @@ def report(ledger: Mapping[str, Any], out: Any = None, err: Any = None) -> None:
     for r in ledger["claims"]:
         mark = {HOLDS: "ok  ", FAILS: "FAIL", UNMEASURED: "n/a "}[r["status"]]
         note = "" if r["expected"] else f"  (not expected on {r['profile']}: {r['reason']})"
-        print(f"[claims] {mark} {r['id']}: {r['sentence']}{note}", file=out)
+        print(f"[claims] {mark} {r['kind']:<7} {r['id']}: {r['sentence']}{note}", file=out)
     for rid in s["expected_but_not_holding"]:
         r = next(x for x in ledger["claims"] if x["id"] == rid)
         detail = f"missing {r['missing']}" if r["missing"] else f"measured {json.dumps(r['measured'])[:300]}"
-        print(f"\n!!!! CLAIM EXPECTED TO HOLD ON {r['profile'].upper()} DOES NOT: {rid} ({r['seed_figure']})\n"
+        print(f"\n!!!! CLAIM ({r['kind'].upper()}) EXPECTED TO HOLD ON {r['profile'].upper()} DOES NOT: {rid} "
+              f"({r['seed_figure']})\n"
               f"!!!!   {r['sentence']}\n!!!!   check {r['check']}: {detail}", file=err)
+    for kind, c in s["by_kind"].items():
+        print(f"[claims] {kind}s: {c['holds']}/{c['claims']} hold ({c['fails']} fail, {c['not_measured']} not "
+              f"measured); expected but not holding: {len(c['expected_but_not_holding'])}", file=out)
     print(f"[claims] {s['holds']}/{s['claims']} hold on profile {s['profile']!r} ({s['fails']} fail, "
           f"{s['not_measured']} not measured); expected but not holding: {len(s['expected_but_not_holding'])}",
           file=out)

@@ -93,21 +93,30 @@ def fmt(v: Any, depth: int = 0) -> str:
 STATUS = {"holds": ("✓ holds", "ok"), "fails": ("✗ fails", "bad"), "not measured": ("– not measured", "na")}
 
 
-def ledger_html(ledger: dict[str, Any], units: dict[str, list[str]]) -> list[str]:
-    """The claims table: one row per claim, its verdict on the profile, links to the figures it is about."""
+KIND_TITLES = {"finding": ("Findings", "what the papers and notebooks report about the world; each could "
+                                       "have come out otherwise"),
+               "sanity": ("Sanity checks", "theorems, properties of the code and golden values: they guard "
+                                           "the pipeline, they are not what the papers found")}
+
+
+def ledger_counts(c: dict[str, Any], what: str) -> str:
+    """One line of counts: how many hold, fail, are not measured, and which expected ones do not hold."""
     esc = html.escape
-    s = ledger["summary"]
-    loud = s["expected_but_not_holding"]
-    parts = [f"<h2 id='claims'>Claims ledger (profile {esc(s['profile'])})</h2>",
-             f"<p>{s['holds']} of {s['claims']} claims hold, {s['fails']} fail, {s['not_measured']} not measured "
-             f"under this profile. Expected to hold but not holding: "
-             f"<b class='{'bad' if loud else 'ok'}'>{len(loud)}</b>"
-             f"{(' (' + esc(', '.join(loud)) + ')') if loud else ''}.</p>",
-             "<table class='ledger'><colgroup><col style='width:15%'><col style='width:12%'><col style='width:29%'>"
+    loud = c["expected_but_not_holding"]
+    return (f"{c['holds']} of {c['claims']} {what} hold, {c['fails']} fail, {c['not_measured']} not measured "
+            f"under this profile. Expected to hold but not holding: "
+            f"<b class='{'bad' if loud else 'ok'}'>{len(loud)}</b>"
+            f"{(' (' + esc(', '.join(loud)) + ')') if loud else ''}.")
+
+
+def ledger_rows(rows: list[dict[str, Any]], units: dict[str, list[str]]) -> list[str]:
+    """A table of claims: the verdict on the profile, what was measured, links to the figures."""
+    esc = html.escape
+    parts = ["<table class='ledger'><colgroup><col style='width:15%'><col style='width:12%'><col style='width:29%'>"
              "<col style='width:7%'><col style='width:14%'><col style='width:16%'><col style='width:7%'></colgroup>"
              "<tr><th>claim</th><th>seed figure</th><th>statement</th><th>verdict</th>"
              "<th>expected here</th><th>measured</th><th>figures</th></tr>"]
-    for r in ledger["claims"]:
+    for r in rows:
         label, cls = STATUS[r["status"]]
         expected = "yes" if r["expected"] else f"no: {esc(r.get('reason') or '')}"
         links = " ".join(f"<a href='#{esc(anchor(r['study'], u))}'>{esc(u)}</a>" if u in units.get(r["study"], [])
@@ -120,6 +129,24 @@ def ledger_html(ledger: dict[str, Any], units: dict[str, list[str]]) -> list[str
                      f"<td class='{cls}'>{label}</td><td>{expected}</td>"
                      f"<td class='prov' title='{esc(measured)}'>{esc(short)}</td><td>{links}</td></tr>")
     parts.append("</table>")
+    return parts
+
+
+def ledger_html(ledger: dict[str, Any], units: dict[str, list[str]]) -> list[str]:
+    """The claims ledger: findings and sanity checks counted and tabled apart, one row per claim with its
+    verdict on the profile and links to the figures it is about."""
+    esc = html.escape
+    s = ledger["summary"]
+    parts = [f"<h2 id='claims'>Claims ledger (profile {esc(s['profile'])})</h2>",
+             f"<p>{ledger_counts(s, 'claims')}</p>"]
+    for kind, (title, blurb) in KIND_TITLES.items():
+        rows = [r for r in ledger["claims"] if r.get("kind") == kind]
+        c = s.get("by_kind", {}).get(kind)
+        if not rows or c is None:
+            continue
+        parts += [f"<h3 id='claims-{kind}'>{title}</h3>",
+                  f"<p>{esc(blurb[0].upper() + blurb[1:])}. {ledger_counts(c, title.lower())}</p>",
+                  *ledger_rows(rows, units)]
     return parts
 
 

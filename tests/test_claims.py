@@ -206,12 +206,49 @@ def test_every_study_declares_claims_on_its_own_published_metrics(name):
             assert profile in PROFILES and reason.strip(), (c.id, profile)
 
 
-def test_claims_cover_every_mupc_figure_family_theme():
-    """Every seed figure family F1–F27 of the two mupc studies states at least one claim: spectra, SP vs
-    μPC conditioning, forward-pass norms, trainability at depth, activity decay, lr transfer, theory."""
-    figs = {f for name in ("mupc_analysis", "mupc_training")
-            for c in claims.study_claims(registry.load(name)) for f in c.figures}
-    assert {f"F{k}" for k in range(1, 28)} <= figs
+# The headline keys of mupc_analysis_extract@analysis_metrics that each analysis family draws (its render
+# publishes no metrics of its own): the group under the train unit, then the key's prefix.
+ANALYSIS_OWN = {"F1": ("hessian_init", "lambda_min/"), "F2": ("hessian_init", "kappa/"),
+                "F3": ("hessian_init", "H_theory_kappa/"), "F4": ("hessian_init", "kappa/"),
+                "F5": ("fwd_pass", "rms_t0_"), "F6": ("fwd_pass", "spectral_"),
+                "F26": ("theory_grid", "ratio_t0/"), "F27": ("theory_width", "ratio_t0/")}
+
+
+def reads_own_metrics(study: str, family: str, claim: Claim) -> bool:
+    """The claim reads the metrics of its own figure family: the family's render metrics
+    (mupc_training_render@F<k>), or for mupc_analysis the headline keys the family draws."""
+    if study == "mupc_training":
+        return any(read[0] == f"mupc_training_render@{family}" for read in claim.reads)
+    unit, prefix = ANALYSIS_OWN[family]
+    return any(len(read) >= 2 and read[1] == unit and (len(read) == 2 or read[2].startswith(prefix))
+               for read in claim.reads)
+
+
+@pytest.mark.parametrize(("study", "family"), [("mupc_analysis", f) for f in ANALYSIS_OWN]
+                         + [("mupc_training", f"F{k}") for k in range(7, 26)])
+def test_every_mupc_figure_family_has_a_finding_on_its_own_metrics(study, family):
+    """Every seed figure family F1–F27 of the two mupc studies states at least one *finding* (not a sanity
+    check) that reads the numbers of that family's own figure: a claim that reads another family and
+    links to this one does not count."""
+    own = [c for c in claims.study_claims(registry.load(study))
+           if c.kind == "finding" and family in c.figures and reads_own_metrics(study, family, c)]
+    assert own, f"{study}/{family} has no finding on its own metrics"
+
+
+@pytest.mark.parametrize("name", ["imprint", "superposition", "zero_init"])
+def test_every_render_unit_of_the_other_studies_has_a_finding(name):
+    study = registry.load(name)
+    linked = {f for c in claims.study_claims(study) if c.kind == "finding" for f in c.figures}
+    assert _all_render_units(study) <= linked, sorted(_all_render_units(study) - linked)
+
+
+def test_claim_kinds_are_declared_and_checked():
+    every = [c for _, cs in claims.all_claims() for c in cs]
+    assert {c.kind for c in every} == {"finding", "sanity"}
+    with pytest.raises(ValueError, match="kind"):
+        Claim("x", "fig", "s", (("a_extract@b", "k"),), checks.at_least, kind="theorem")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        Claim("x", "fig", "s", (("a_extract@b", "k"),), checks.at_least)  # type: ignore[call-arg]
 
 
 # ----------------------------------------------------------------------------- the stage
@@ -242,7 +279,7 @@ def test_claims_stage_writes_the_ledger_from_metric_files(fixture_root, capsys):
     assert "zero_init/random_full_rank" in ledger["summary"]["expected_but_not_holding"]
     assert {r["profile"] for r in ledger["claims"]} == {params.profile}
     err = capsys.readouterr().err
-    assert "CLAIM EXPECTED TO HOLD" in err and "zero_init/random_full_rank" in err
+    assert "EXPECTED TO HOLD ON" in err and "zero_init/random_full_rank" in err
     assert claims.run(params, strict=True) == 1
 
 
@@ -325,6 +362,25 @@ def test_gallery_shows_the_ledger_and_a_contents_bar():
     assert "<tr class='surprise'><td><code>imprint/glyph_survives_adam" in page
     assert "<nav class='contents'>" in page and "glyph&nbsp;(2)" in page and "F18&nbsp;(1)" in page
     assert "Claims ledger" not in gallery_html(manifest)
+
+
+def test_ledger_and_gallery_count_and_show_findings_and_sanity_checks_apart():
+    finding = _row(_imprint("muon_leads_epoch1_glyph"), IMPRINT_METRICS)
+    sanity = _row(_imprint("glyph_norm_reference"), IMPRINT_METRICS)
+    bad = {**_row(_imprint("glyph_survives_adam"), IMPRINT_METRICS), "status": "fails", "holds": False}
+    assert (finding["kind"], sanity["kind"], bad["kind"]) == ("finding", "sanity", "finding")
+    summary = claims.summarise([finding, sanity, bad], "paper")
+    assert summary["claims"] == 3 and summary["holds"] == 2
+    assert summary["by_kind"]["finding"]["claims"] == 2 and summary["by_kind"]["finding"]["holds"] == 1
+    assert summary["by_kind"]["finding"]["expected_but_not_holding"] == ["imprint/glyph_survives_adam"]
+    assert summary["by_kind"]["sanity"] == {**summary["by_kind"]["sanity"], "claims": 1, "holds": 1,
+                                            "expected_but_not_holding": []}
+    manifest = build_manifest([{"figures": [_entry("imprint", "glyph", "glyph")]}])
+    page = gallery_html(manifest, ledger={"summary": summary, "claims": [sanity, finding, bad]})
+    f_at, s_at = page.index("<h3 id='claims-finding'>Findings</h3>"), page.index("<h3 id='claims-sanity'>Sanity")
+    assert f_at < page.index("imprint/muon_leads_epoch1_glyph</code>") < s_at
+    assert s_at < page.index("imprint/glyph_norm_reference</code>")
+    assert "1 of 2 findings hold" in page and "1 of 1 sanity checks hold" in page
 
 
 def test_a_figure_lists_only_the_datasets_of_the_units_it_read():

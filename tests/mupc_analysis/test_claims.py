@@ -80,3 +80,33 @@ def test_over_gaussian_edge_reads_the_width_from_the_key():
     assert not over_gaussian_edge({"N16_L8": 7.2, "N64_L8": 7.2}, lo=0.75, hi=1.1)[0]  # flat in width
     assert not over_gaussian_edge({"L8": 7.2}, lo=0.75, hi=1.1)[0]  # no width in the key
     assert over_gaussian_edge({}, lo=0.75, hi=1.1) == (False, None)
+
+
+# ----------------------------------------------------------------------------- F1 and F3: the Hessian split
+
+CONFIGS = ("sp_standard_no_skips", "mupc_standard_gauss_skips")
+CORNERS = ("N2_H2", "N2_H8", "N8_H2", "N8_H8")
+# smoke's measured shape (linear sp standard, no skips): κ(H) 5.1 → 25.8 with depth, κ(D) 2.09 → 2.38
+HESSIAN = {**{f"H_theory_kappa/{c}": dict(zip(CORNERS, (4.0, 20.0, 5.14, 25.8))) for c in CONFIGS},
+           **{f"D_kappa/{c}": dict(zip(CORNERS, (2.0, 2.2, 2.09, 2.38))) for c in CONFIGS},
+           **{f"lambda_min/{c}": dict(zip(CORNERS, (0.61, 0.33, 0.51, 0.13))) for c in CONFIGS},
+           **{f"theory_vs_num/{c}": dict.fromkeys(CORNERS, 4.4e-16) for c in CONFIGS}}
+OWN = {"profile": "paper", "hessian_init": HESSIAN}
+
+
+@pytest.mark.parametrize("cid", ["lambda_min_falls_with_depth", "coupling_drives_ill_conditioning",
+                                 "theory_hessian_is_numeric_hessian"])
+def test_the_hessian_split_claims_hold_on_the_smoke_shape(cid):
+    assert _row(cid, OWN)["status"] == "holds"
+
+
+@pytest.mark.parametrize(("cid", "key", "cell", "value"), [
+    # D's conditioning grows with depth as much as H's: the coupling does not drive it
+    ("coupling_drives_ill_conditioning", "D_kappa/mupc_standard_gauss_skips", "N8_H8", 9.0),
+    ("lambda_min_falls_with_depth", "lambda_min/sp_standard_no_skips", "N2_H8", 0.5),  # 1.2x: too flat
+    ("theory_hessian_is_numeric_hessian", "theory_vs_num/sp_standard_no_skips", "N8_H8", 1e-6),
+])
+def test_the_hessian_split_claims_fail_when_their_metric_moves(cid, key, cell, value):
+    moved = copy.deepcopy(OWN)
+    moved["hessian_init"][key][cell] = value
+    assert _row(cid, moved)["status"] == "fails"

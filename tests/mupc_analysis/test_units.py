@@ -245,14 +245,19 @@ def test_extract_gathers_the_headline_numbers(full_store):
     m = out.metrics
     assert set(m) == {"profile", "hessian_init", "fwd_pass", "theory_grid", "theory_width"} and m["profile"] == "smoke"
     assert out.json["headline.json"] == m
-    # κ and λ_min at the grid corners of the linear configs only
-    assert set(m["hessian_init"]) == {f"{q}/{c}" for q in ("kappa", "lambda_min")
+    # κ and λ_min at the grid corners of the linear configs only, and F3's κ(D), κ(H_theory), |H_theory − H_num|
+    assert set(m["hessian_init"]) == {f"{q}/{c}" for q in ("kappa", "lambda_min", "D_kappa", "H_theory_kappa",
+                                                           "theory_vs_num")
                                       for c in ("mupc_standard_gauss_skips", "sp_standard_no_skips")}
     c = hessian_configs(cfg.hessian)[0]
     cells = store.files["hessian_init"][f"{hessian_key(c)}/summary.json"]["cells"]
     assert m["hessian_init"]["kappa/mupc_standard_gauss_skips"] == {f"N{x['N']}_H{x['H']}": x["kappa"] for x in cells}
     assert m["hessian_init"]["lambda_min/mupc_standard_gauss_skips"] == {f"N{x['N']}_H{x['H']}": x["lambda_min"]
                                                                           for x in cells}
+    for q, field in (("D_kappa", "D_kappa"), ("H_theory_kappa", "H_theory_kappa"),
+                     ("theory_vs_num", "theory_vs_num_max_abs_diff")):
+        assert m["hessian_init"][f"{q}/mupc_standard_gauss_skips"] == {f"N{x['N']}_H{x['H']}": x[field]
+                                                                        for x in cells}
     fp = cfg.fwd_pass
     arr = store.files["fwd_pass"][f"{fwd_key('linear', 'sgd', 'sp_skips')}/fwd_pass.npz"]["avg_activity_l2_per_N_L"]
     assert m["fwd_pass"]["rms_t0_hidden_L2/linear_sp_skips"][f"N{fp.widths[1]}_L{fp.depths[0]}"] == arr[2, 0, 1, 0]

@@ -91,3 +91,47 @@ def test_near_and_interior_measure_what_they_compare():
 def test_the_interior_claim_says_why_smoke_cannot_show_it():
     claim = next(c for c in CLAIMS if c.id == "mupc_fmnist_optimum_interior")
     assert not claim.expected("smoke") and not claim.expected("gpu_medium") and claim.expected("paper")
+
+
+# ----------------------------------------------------------------------------- F7 and F13: their own metrics
+
+F7_CELLS = {f"mnist/{a}/H={h}": {"computed": 0.5 if h == 8 else 0.05, "table": 0.5 if h == 8 else 0.05,
+                                 "grid": [0.05, 0.1, 0.5], "steps": 0} for a in ACTS for h in (8, 16, 32)}
+F13_CELLS = {f"mnist/{a}/H={h}": {"1000": 10.0, "100": 85.0, "10": 90.0, "1": 92.0, "0.1": 88.0, "0.01": 40.0}
+             for a in ACTS for h in (8, 128)}
+OWN = {"mupc_training_render@F7": {"best_act_lr": F7_CELLS},
+       "mupc_training_render@F13": {"final_acc_per_act_lr": F13_CELLS}}
+
+
+def test_f7_and_f13_findings_hold_on_numbers_like_the_papers():
+    assert _row("sp_sweep_picks_notebook_lrs", OWN)["status"] == "holds"
+    assert _row("mupc_broad_activity_lr_band", OWN)["status"] == "holds"
+    assert _row("mupc_broad_activity_lr_band", OWN)["measured"]["mnist/relu/H=128"] == pytest.approx(1e4)
+
+
+def test_f7_fails_when_the_sweep_picks_the_far_end_of_the_grid_in_many_cells():
+    moved = copy.deepcopy(OWN)
+    cells = moved["mupc_training_render@F7"]["best_act_lr"]
+    for k in list(cells)[:3]:  # 3 of 9 cells two steps from the table: share 2/3 < 3/4
+        cells[k] = {**cells[k], "computed": 0.05 if cells[k]["table"] == 0.5 else 0.5, "steps": 2}
+    row = _row("sp_sweep_picks_notebook_lrs", moved)
+    assert row["status"] == "fails" and len(row["measured"]["misses"]) == 3
+    cells[list(cells)[0]]["steps"] = 0
+    cells[list(cells)[1]]["steps"] = 0
+    assert _row("sp_sweep_picks_notebook_lrs", moved)["status"] == "holds"  # 1 of 9 misses
+    none = copy.deepcopy(OWN)
+    for v in none["mupc_training_render@F7"]["best_act_lr"].values():
+        v["steps"] = None  # no cell of table 5.3 in the grid: nothing to compare
+    assert _row("sp_sweep_picks_notebook_lrs", none)["status"] == "fails"
+
+
+def test_f13_fails_when_only_one_activity_lr_trains_in_a_cell():
+    moved = copy.deepcopy(OWN)
+    moved["mupc_training_render@F13"]["final_acc_per_act_lr"]["mnist/tanh/H=128"] = {
+        "100": 12.0, "10": 15.0, "1": 92.0, "0.1": 11.0}
+    row = _row("mupc_broad_activity_lr_band", moved)
+    assert row["status"] == "fails" and row["measured"]["mnist/tanh/H=128"] == 0.0
+    narrow = copy.deepcopy(OWN)
+    narrow["mupc_training_render@F13"]["final_acc_per_act_lr"]["mnist/linear/H=8"] = {
+        "10": 12.0, "1": 92.0, "0.5": 90.0, "0.1": 11.0}  # trains over a factor 2 only
+    assert _row("mupc_broad_activity_lr_band", narrow)["status"] == "fails"

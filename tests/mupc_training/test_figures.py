@@ -136,6 +136,37 @@ def test_best_lr_is_computed_from_final_accuracy(synth):
     assert sel["table"] is None  # the notebook table has no H = 4
 
 
+def test_sp_sweep_records_its_pick_against_the_notebook_table(synth):
+    """F7's headline: per cell the activity lr with the best final accuracy, the table's value and how many
+    grid steps apart they are (None where table 5.3 has no value for the cell)."""
+    _, g = synth
+    raw = raw_section()
+    raw["figures"]["best_lrs"]["S1"]["mnist"]["relu"][4] = 0.05
+    _, head = draw("F7", synth, raw=raw)
+    cell = [rc for rc in g["S1"] if rc.dataset == "mnist" and rc.act == "relu" and rc.H == 4]
+    score = {lr: ag.final_acc_score([arrays_for(rc)[0]["test_accs"] for rc in cell if rc.act_lr == lr])
+             for lr in (0.5, 0.05)}
+    rec = head["best_act_lr"]["mnist/relu/H=4"]
+    assert rec["computed"] == max(score, key=score.get) and rec["table"] == 0.05 and rec["grid"] == [0.05, 0.5]
+    assert rec["steps"] == (0 if rec["computed"] == 0.05 else 1)
+    assert rec["final_acc"] == {"0.05": pytest.approx(score[0.05]), "0.5": pytest.approx(score[0.5])}
+    assert head["best_act_lr"]["mnist/relu/H=2"]["steps"] is None  # no table value at H = 2
+    assert len(head["best_act_lr"]) == len({(rc.dataset, rc.act, rc.H) for rc in g["S1"]})
+
+
+def test_mupc_lr_sweep_records_the_final_accuracy_of_every_activity_lr(synth):
+    """F13's headline: at the selected param lr, the final mean accuracy per activity lr and cell."""
+    _, g = synth
+    _, head = draw("F13", synth)
+    p_lr = head["selected_lrs"]["S6/mnist/tanh (all H)"]["param_lr"]
+    rec = head["final_acc_per_act_lr"]["mnist/tanh/H=4"]
+    assert set(rec) == {"1", "0.1"}
+    runs = [rc for rc in g["S6"] if rc.act == "tanh" and rc.H == 4 and rc.param_lr == p_lr and rc.act_lr == 0.1]
+    series = [arrays_for(rc)[0]["test_accs"] for rc in sorted(runs, key=lambda r: r.seed)]
+    n = min(len(x) for x in series)
+    assert rec["0.1"] == pytest.approx(float(np.mean([x[n - 1] for x in series])))
+
+
 def test_contour_optimum_recorded(synth):
     _, head = draw("F24", synth)
     opt = head["contour_optimum"]

@@ -6,7 +6,7 @@ from functools import partial
 from typing import Any
 
 from pipeline.checks import at, at_least, at_most, close_to, each, size_at_least, within
-from pipeline.contract import Claim
+from pipeline.contract import FINDING, SANITY, Claim
 
 UNTIED, TIED, SUMMARY = ("superposition_extract@untied", "superposition_extract@tied",
                          "superposition_extract@summary")
@@ -26,35 +26,38 @@ def plateau_levels(seeds: Any, *, lo: float, hi: float) -> tuple[bool, Any]:
 CLAIMS = (
     Claim("epoch1_loss_seed42", LOSS_FIG,
           "The run is deterministic: seed 42's epoch-1 loss is 0.0204067 ± 1e-7 (CPU, the faithful run).",
-          ((UNTIED, "loss_epoch1", "42"),), partial(close_to, target=0.0204067, tol=1e-7), figures=("summary",)),
+          ((UNTIED, "loss_epoch1", "42"),), partial(close_to, target=0.0204067, tol=1e-7), figures=("summary",),
+          kind=SANITY),
     Claim("loss_never_rises", LOSS_FIG,
           "The untied loss never rises by more than 1e-6 from one epoch to the next, for every seed.",
           ((UNTIED, "final_geometry"),),
           partial(each, check=partial(at, key="max_loss_increase", check=partial(at_most, threshold=1e-6))),
-          figures=("summary",)),
+          figures=("summary",), kind=FINDING),
     Claim("plateau_then_drop", LOSS_FIG,
           "Some seeds plateau and then drop (the note's 'plateau … then look at what happens afterwards').",
           ((SUMMARY, "variants", "untied", "plateau_seeds"),), partial(size_at_least, n=1),
-          figures=("summary",), fails_on={"smoke": SHORT}),
+          figures=("summary",), fails_on={"smoke": SHORT}, kind=FINDING),
     Claim("plateau_level", LOSS_FIG,
           "The plateaus sit near the note's 0.0183: every detected plateau lies in [0.0180, 0.0184].",
           ((SUMMARY, "variants", "untied", "seeds"),), partial(plateau_levels, lo=0.0180, hi=0.0184),
-          figures=("summary",), fails_on={"smoke": SHORT}),
+          figures=("summary",), fails_on={"smoke": SHORT}, kind=FINDING),
     Claim("final_loss_level", LOSS_FIG,
           "After the run the untied loss of every seed lies in [0.0176, 0.0181], below the tied-style "
           "solution's 46/2500 = 0.0184.",
           ((UNTIED, "final_loss"),), partial(each, check=partial(within, lo=0.0176, hi=0.0181)),
-          figures=("summary", "untied"), fails_on={"smoke": "smoke trains 2,000 of the 50,000 epochs"}),
+          figures=("summary", "untied"), fails_on={"smoke": "smoke trains 2,000 of the 50,000 epochs"}, kind=FINDING),
     Claim("superposition", GEOMETRY_FIG,
           "In 2 hidden dimensions W_E embeds more than 2 features (column norm > 0.1): superposition.",
           ((UNTIED, "final_geometry", "42", "represented_features"),), partial(at_least, threshold=3),
-          figures=("untied",)),
+          figures=("untied",), kind=SANITY),
     Claim("geometry_collapses", GEOMETRY_FIG,
           "By the end, the embedded features of seed 42 lie on at most 5 directions of the hidden plane "
           "(torch 2.13, 50,000 epochs: 19 features on 4 directions).",
           ((UNTIED, "final_geometry", "42", "directions"),), partial(at_most, threshold=5),
-          figures=("untied",), fails_on={"smoke": "after 2,000 epochs the columns have not gathered yet"}),
+          figures=("untied",), fails_on={"smoke": "after 2,000 epochs the columns have not gathered yet"},
+          kind=FINDING),
     Claim("tied_level", "the note: 'similar to the tied case?'",
           "The tied model settles near the note's plateau level: its median final loss lies in [0.0180, 0.0185].",
-          ((TIED, "final_loss_median"),), partial(within, lo=0.0180, hi=0.0185), figures=("tied", "summary")),
+          ((TIED, "final_loss_median"),), partial(within, lo=0.0180, hi=0.0185), figures=("tied", "summary"),
+          kind=FINDING),
 )

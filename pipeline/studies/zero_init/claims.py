@@ -5,7 +5,7 @@ enough training, Random is full rank throughout."""
 from functools import partial
 
 from pipeline.checks import agree, at, at_most, crossed, each, equal, exceeds
-from pipeline.contract import Claim
+from pipeline.contract import FINDING, SANITY, Claim
 
 SUMMARY = "zero_init_extract@summary"
 LEFT, RIGHT = "Figure 3 (left)", "Figure 3 (right)"
@@ -23,38 +23,38 @@ CLAIMS = (
           ((SUMMARY, "runs"),),
           partial(each, keys=r"(seed|off)_pi_\d+", check=partial(at, key="max_rank_w3_minus_i",
                                                                   check=partial(at_most, threshold=784))),
-          figures=("fig3_left", "fig3_left_official")),
+          figures=("fig3_left", "fig3_left_official"), kind=SANITY),
     Claim("pi_rank_grows_with_width", LEFT,
           "Under partial identity the final rank of W3 − I is higher at n_h = 1024 than at n_h = 256.",
           (run("seed_pi_1024", "final_rank_w3_minus_i"), run("seed_pi_256", "final_rank_w3_minus_i")),
-          exceeds, figures=("fig3_left",)),
+          exceeds, figures=("fig3_left",), kind=FINDING),
     Claim("pi_rank_saturates_in_width", LEFT + ", official",
           "Under partial identity the official curves of n_h = 1024 and 2048 end within 10 % of each "
           "other (≈ 570: the rank stops growing with width).",
           (run("off_pi_1024", "final_rank_w3_minus_i"), run("off_pi_2048", "final_rank_w3_minus_i")),
-          partial(agree, rel=0.1), figures=("fig3_left_official",), fails_on={"smoke": NO_2048}),
+          partial(agree, rel=0.1), figures=("fig3_left_official",), fails_on={"smoke": NO_2048}, kind=FINDING),
     Claim("zero_above_pi", RIGHT,
           "At n_h = 1024 ZerO's rank of W3 − I ends above partial identity's.",
           (run("seed_zero_1024", "final_rank_w3_minus_i"), run("seed_pi_1024", "final_rank_w3_minus_i")),
-          exceeds, figures=("fig3_right", "fig3_right_one_spray")),
+          exceeds, figures=("fig3_right", "fig3_right_one_spray"), kind=FINDING),
     Claim("random_full_rank", RIGHT,
           "Under the random init, W3 − I is full rank (= n_h = 1024) from the start.",
           (run("seed_random_1024", "final_rank_w3_minus_i"), run("seed_random_1024", "n_h")),
-          equal, figures=("fig3_right",)),
+          equal, figures=("fig3_right",), kind=SANITY),
     Claim("seed_setting_zero_crosses", RIGHT + ", seed notebook",
           "In the seed's setting (1 epoch of full MNIST, bias 0.01, n_h = 1024) ZerO's rank of W3 − I "
           "crosses the input dimension 784 late in the epoch (the seed: 797, crossing at iteration 851).",
           (run("seed_zero_1024", "first_iter_rank_above_input_dim"),), crossed,
           figures=("fig3_right",),
           fails_on={"smoke": "smoke trains 60 iterations on 3,840 images: the rank reaches about 300, "
-                             "far from the crossing at iteration 851"}),
+                             "far from the crossing at iteration 851"}, kind=FINDING),
     Claim("zero_crosses_input_dim", RIGHT + ", official (n_h = 2048)",
           "With the official training (no bias, n_h = 2048) ZerO's rank of W3 − I crosses the input "
           "dimension 784 (the paper: ≈ 1075 after 20 epochs).",
           (run("off_zero_2048", "first_iter_rank_above_input_dim"),), crossed,
-          figures=("fig3_right_official",), fails_on={"smoke": NO_2048}),
+          figures=("fig3_right_official",), fails_on={"smoke": NO_2048}, kind=FINDING),
     Claim("zero_above_pi_official", RIGHT + ", official (n_h = 2048)",
           "With the official training at n_h = 2048 ZerO's rank ends above partial identity's.",
           (run("off_zero_2048", "final_rank_w3_minus_i"), run("off_pi_2048", "final_rank_w3_minus_i")),
-          exceeds, figures=("fig3_right_official",), fails_on={"smoke": NO_2048}),
+          exceeds, figures=("fig3_right_official",), fails_on={"smoke": NO_2048}, kind=FINDING),
 )

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from pipeline.checks import at_least, at_most, cellwise, coordinates, each, number, select, trend, within
-from pipeline.contract import Claim
+from pipeline.contract import FINDING, SANITY, Claim
 
 HEAD = "mupc_analysis_extract@analysis_metrics"
 HESSIAN, FWD, GRID, WIDTH = (HEAD, "hessian_init"), (HEAD, "fwd_pass"), (HEAD, "theory_grid"), (HEAD, "theory_width")
@@ -57,6 +57,30 @@ def over_gaussian_edge(cells: Any, *, lo: float, hi: float) -> tuple[bool, Any]:
     return all(r is not None and lo <= r <= hi for r in ratios.values()), ratios
 
 
+def coupling_drives_conditioning(hessian: Any, *, factor: float) -> tuple[bool, Any]:
+    """F3: at the largest width, from the shallowest to the deepest net κ(H_theory) grows at least
+    ``factor`` times more than κ(D) does, in every linear configuration (``H_theory_kappa/<config>``
+    and ``D_kappa/<config>``): the ill-conditioning comes from the coupling O between layers, not from
+    the layers' own blocks. Measured: both growth factors and their ratio per configuration."""
+    if not isinstance(hessian, Mapping):
+        return False, None
+    configs = [k.split("/", 1)[1] for k in hessian if k.startswith("H_theory_kappa/")]
+    ok, measured = bool(configs), {}
+    for config in configs:
+        h, d = hessian.get(f"H_theory_kappa/{config}"), hessian.get(f"D_kappa/{config}")
+        if not isinstance(h, Mapping) or not isinstance(d, Mapping) or not h or not d:
+            ok, measured[config] = False, None
+            continue
+        vals = [number(corner(x, "max", e)) for x in (h, d) for e in ("max", "min")]
+        if any(v is None or v <= 0 for v in vals):
+            ok, measured[config] = False, None
+            continue
+        grow_h, grow_d = vals[0] / vals[1], vals[2] / vals[3]
+        ok &= grow_h >= factor * grow_d
+        measured[config] = {"kappa_H_growth": grow_h, "kappa_D_growth": grow_d, "ratio": grow_h / grow_d}
+    return ok, measured
+
+
 RATIO_FLOOR = partial(at_least, threshold=1 - 1e-9)  # ℒ/F* >= 1 (float tolerance)
 
 
@@ -68,93 +92,111 @@ def ratios_at_least_one(grid: Any, width: Any) -> tuple[bool, Any]:
     return g[0] and w[0], {"theory_grid": g[1], "theory_width": w[1]}
 
 CLAIMS = (
+    Claim("lambda_min_falls_with_depth", "F1 (H_num_eigenvals_{N,H}; paper Fig. 2)",
+          "The spectrum of the activity Hessian reaches towards 0 with depth: in every linear configuration, "
+          "λ_min(H_z) at the deepest net is at least 1.5× smaller than at the shallowest, at every width.",
+          (HESSIAN,), partial(each, keys=r"lambda_min/.*", check=partial(trend, axis="H", direction="down",
+                                                                          sep="_", factor=1.5)),
+          figures=("F1",), kind=FINDING),
+    Claim("coupling_drives_ill_conditioning", "F3 (D_/O_/H_theory_eigenvals; spec §2.2)",
+          "The ill-conditioning comes from the coupling between layers: from the shallowest to the deepest "
+          "net (largest width) κ(H_theory = D + O) grows at least 2× more than κ(D), the layers' own blocks, "
+          "in every linear configuration.",
+          (HESSIAN,), partial(coupling_drives_conditioning, factor=2.0), figures=("F3",), kind=FINDING),
+    Claim("theory_hessian_is_numeric_hessian", "F3 (H_theory_eigenvals; spec §8.2 invariant 1)",
+          "For linear nets the theory Hessian D + O is the numeric H_z: max |Δ| ≤ 1e-10 (float64) in every "
+          "linear configuration at the corners of the grid.",
+          (HESSIAN,), partial(each, keys=r"theory_vs_num/.*", check=partial(each, check=partial(at_most,
+                                                                                            threshold=1e-10))),
+          figures=("F3",), kind=SANITY),
     Claim("hessian_positive_definite", "F1/F3 (H_num_eigenvals, D_/O_/H_theory_eigenvals)",
           "The activity Hessian H_z of a linear net at init is positive definite (λ_min > 0) at every "
           "width, depth and parameterisation.",
           (HESSIAN,), partial(each, keys=r"lambda_min/.*", check=partial(each, check=partial(at_least,
                                                                                           threshold=1e-12))),
-          figures=("F1", "F3")),
+          figures=("F1", "F3"), kind=SANITY),
     Claim("kappa_grows_with_depth_mupc", "F2/F4 (H_num_cond_num)",
           "Under μPC the condition number of H_z at init grows with depth at every width.",
           (HESSIAN,), partial(each, keys=r"kappa/mupc_.*", check=partial(trend, axis="H", direction="up", sep="_")),
-          figures=("F2", "F4")),
+          figures=("F2", "F4"), kind=FINDING),
     Claim("kappa_depth_over_width_mupc", "F2/F4 (H_num_cond_num)",
           "Under μPC (with skips) κ(H_z) grows more with depth than with width.",
-          ((*HESSIAN, "kappa/mupc_standard_gauss_skips"),), depth_dominates, figures=("F2", "F4")),
+          ((*HESSIAN, "kappa/mupc_standard_gauss_skips"),), depth_dominates, figures=("F2", "F4"), kind=FINDING),
     Claim("mupc_conditions_deep_nets_better", "F2 (H_num_cond_num), paper Fig. 2",
           "At the deepest, widest cell, a skip net's H_z is better conditioned under μPC than under SP "
           "(standard init).",
           ((*HESSIAN, "kappa/mupc_standard_gauss_skips"), (*HESSIAN, "kappa/sp_standard_skips")), deepest_less,
-          figures=("F2",)),
+          figures=("F2",), kind=FINDING),
     Claim("depth_mup_keeps_activities_O1", "F5 (avg_activity_l2 per N, per L)",
           "With Depth-μP and skips, the hidden activity RMS at init stays O(1) (within [0.3, 3]) at every "
           "width and depth.",
           ((*FWD, "rms_t0_hidden_L2/linear_depth_mup_skips"),), partial(each, check=partial(within, lo=0.3, hi=3.0)),
-          figures=("F5",)),
+          figures=("F5",), kind=FINDING),
     Claim("sp_no_skips_activities_vanish", "F5 (avg_activity_l2, log y for sp)",
           "Under SP without skips the hidden activities shrink geometrically with depth (at least 2× "
           "smaller from the shallowest to the deepest net, at every width).",
           ((*FWD, "rms_t0_hidden_L2/linear_sp_no_skips"),), partial(trend, axis="L", direction="down", sep="_",
                                                                     factor=2.0),
-          figures=("F5",)),
+          figures=("F5",), kind=FINDING),
     Claim("sp_skips_activities_grow", "F5 (avg_activity_l2, log y for sp)",
           "Under SP with skips the hidden activities grow with depth at every width.",
           ((*FWD, "rms_t0_hidden_L2/linear_sp_skips"),), partial(trend, axis="L", direction="up", sep="_"),
-          figures=("F5",)),
+          figures=("F5",), kind=FINDING),
     Claim("orthogonal_preserves_norm", "F5 (avg_activity_l2)",
           "An orthogonal linear net preserves the activity norm: RMS within [0.9, 1.1] at every width and depth.",
           ((*FWD, "rms_t0_hidden_L2/linear_orthogonal"),), partial(each, check=partial(within, lo=0.9, hi=1.1)),
-          figures=("F5",)),
+          figures=("F5",), kind=SANITY),
     Claim("sp_weight_spectral_norm_O1", "F6 (params_spectral_norm_per_N / _per_L, sp)",
           "Under SP (U(±1/√N) init, with or without skips) a hidden layer's raw weight has spectral norm O(1) "
           "at init, ≈ 2/√3, within [0.8, 1.3] at every width and depth: it does not grow with N or L.",
           (FWD,), partial(each, keys=r"spectral_t0_hidden_L2/linear_sp_.*",
                           check=partial(each, check=partial(within, lo=0.8, hi=1.3))),
-          figures=("F6",)),
+          figures=("F6",), kind=SANITY),
     Claim("depth_mup_weight_spectral_norm_sqrt_width", "F6 (params_spectral_norm_per_N / _per_L, depth_mup)",
           "Under Depth-μP the raw weights are N(0, 1) (the 1/√(N·L) multiplier acts in the forward pass): a "
           "hidden layer's spectral norm at init is ≈ 2√N, within [0.75, 1.1]·2√N at every width and depth, so "
           "it grows with width and not with depth.",
           (FWD,), partial(each, keys=r"spectral_t0_hidden_L2/linear_depth_mup_.*",
                           check=partial(over_gaussian_edge, lo=0.75, hi=1.1)),
-          figures=("F6",)),
+          figures=("F6",), kind=SANITY),
     Claim("depth_mup_weights_stable_in_training", "F6 (params_spectral_norm_over_t, depth_mup)",
           "Under Depth-μP with skips the hidden weights' spectral norm stays put over the recorded BP steps "
           "(lr 1e-3): it moves by less than 1 % with SGD and with Adam, at every width and depth.",
           (FWD,), partial(each, keys=r"spectral_drift_hidden_L2/linear_\w+_depth_mup_skips",
                           check=partial(each, check=partial(at_most, threshold=0.01))),
-          figures=("F6",)),
+          figures=("F6",), kind=FINDING),
     Claim("adam_moves_orthogonal_weights_more", "F6 (params_spectral_norm_over_t, orthogonal vs depth_mup)",
           "With Adam (lr 1e-3, one step of ±lr per entry) the O(1/√N)-entry weights of an orthogonal net move "
           "more than Depth-μP's N(0, 1) weights: a larger spectral-norm drift at every width and depth.",
           ((*FWD, "spectral_drift_hidden_L2/linear_adam_depth_mup_skips"),
            (*FWD, "spectral_drift_hidden_L2/linear_adam_orthogonal")), partial(cellwise, relation="less"),
-          figures=("F6",)),
+          figures=("F6",), kind=FINDING),
     Claim("loss_over_energy_at_least_one", "F26/F27 (loss_energy_ratio)",
           "The loss never falls below the equilibrium energy: ℒ/F* ≥ 1 for every linear net of the "
           "theory grid and width sweep.",
           (GRID, WIDTH), ratios_at_least_one,
-          figures=("F26", "F27")),
+          figures=("F26", "F27"), kind=SANITY),
     Claim("mupc_ratio_falls_with_width", "F26 (paper Fig. 6)",
           "Under μPC, ℒ/F* at t = 0 falls towards 1 as the width grows, at every depth.",
-          ((*GRID, "ratio_t0/mupc"),), partial(trend, axis="N", direction="down", sep="_"), figures=("F26",)),
+          ((*GRID, "ratio_t0/mupc"),), partial(trend, axis="N", direction="down", sep="_"), figures=("F26",),
+          kind=FINDING),
     Claim("sp_ratio_explodes_with_depth", "F26 (paper Fig. A.32–A.33)",
           "Under SP, ℒ/F* at t = 0 grows with depth by more than 10× at every width.",
           ((*GRID, "ratio_t0/sp"),), partial(trend, axis="H", direction="up", sep="_", factor=10.0),
-          figures=("F26",), fails_on={"smoke": "the smoke grid stops at H = 4 (the paper's at H = 64)"}),
+          figures=("F26",), fails_on={"smoke": "the smoke grid stops at H = 4 (the paper's at H = 64)"}, kind=FINDING),
     Claim("nonlinear_ratio_falls_with_width", "F27 (loss_energy_ratios_per_width)",
           "For linear, tanh and ReLU μPC nets alike, ℒ/F* at t = 0 falls with width: the equilibrium "
           "energy approaches the measured loss.",
           (WIDTH,), partial(each, keys=r"ratio_t0/\w+_mupc_H\d+",
                             check=partial(select, keys=r"N\d+", check=partial(trend, axis="N", direction="down",
                                                                              sep="_"))),
-          figures=("F27",)),
+          figures=("F27",), kind=FINDING),
     Claim("nonlinear_equilibria_converged", "F27 (energies_per_width)",
           "The tanh and ReLU equilibria behind F27 are solved: every residual ≤ 1e-6.",
           (WIDTH,), partial(each, keys=r"ratio_t0/(tanh|relu)_\w+",
                             check=partial(select, keys=r"N\d+_max_eq_residual",
                                           check=partial(each, check=partial(at_most, threshold=1e-6)))),
           figures=("F27",),
-          fails_on={"smoke": "smoke caps the equilibrium solve at eq_max_steps = 1500 (paper: 20000)"}),
+          fails_on={"smoke": "smoke caps the equilibrium solve at eq_max_steps = 1500 (paper: 20000)"}, kind=SANITY),
 )
 

@@ -16,7 +16,8 @@ Reader = Callable[[str], Any]  # a file of the train unit by name -> JSON object
 
 
 def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
-    """κ and λ_min of the linear configs (first seed and decay) at the four corners of the (N, H) grid."""
+    """κ and λ_min of the linear configs (first seed and decay) at the four corners of the (N, H) grid, and
+    F3's theory numbers there (κ(D), κ(H_theory), max |H_theory − H_num|)."""
     hp = cfg.hessian
     out = {}
     corners_n, corners_h = (min(hp.widths), max(hp.widths)), (min(hp.depths), max(hp.depths))
@@ -28,6 +29,11 @@ def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
         corner = [x for x in cells if x["N"] in corners_n and x["H"] in corners_h]
         out[f"kappa/{config}"] = {f"N{x['N']}_H{x['H']}": x["kappa"] for x in corner}
         out[f"lambda_min/{config}"] = {f"N{x['N']}_H{x['H']}": x["lambda_min"] for x in corner}
+        # F3: the theory split H = D + O (linear nets): κ of the block diagonal D and of D + O, and how far
+        # the theory matrix is from the numeric one
+        out[f"D_kappa/{config}"] = {f"N{x['N']}_H{x['H']}": x["D_kappa"] for x in corner}
+        out[f"H_theory_kappa/{config}"] = {f"N{x['N']}_H{x['H']}": x["H_theory_kappa"] for x in corner}
+        out[f"theory_vs_num/{config}"] = {f"N{x['N']}_H{x['H']}": x["theory_vs_num_max_abs_diff"] for x in corner}
     return out
 
 

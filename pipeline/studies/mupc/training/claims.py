@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from pipeline.checks import at, at_least, at_most, cellwise, each, each_exceeds, size_at_most, trend
-from pipeline.contract import Claim
+from pipeline.checks import at, at_least, at_most, cellwise, each, each_exceeds, number, size_at_most, trend
+from pipeline.contract import FINDING, Claim
 
 TINY = ("smoke trains 32 iterations of width-16 nets on 2,048 images: accuracies sit near chance "
         "and their order across depth is noise")
@@ -101,104 +101,148 @@ def interior_optimum(opt: Any, grid: Any) -> tuple[bool, Any]:
     return all(inside.values()), {"optima": {a: list(p) for a, p in sorted(optima.items())}, "grid": axes}
 
 
+def picks_near_table(best_act_lr: Any, *, steps: int, share: float) -> tuple[bool, Any]:
+    """F7: in at least ``share`` of the cells that table 5.3 lists, the sweep's best activity lr (mean over
+    seeds of the final accuracy) is the notebook's or within ``steps`` steps of it on the swept grid;
+    measured: the share and the cells that miss (computed, table)."""
+    if not isinstance(best_act_lr, Mapping):
+        return False, None
+    rated = {k: v for k, v in best_act_lr.items() if isinstance(v, Mapping) and v.get("steps") is not None}
+    if not rated:
+        return False, None
+    misses = {k: [v["computed"], v["table"]] for k, v in rated.items() if v["steps"] > steps}
+    got = 1 - len(misses) / len(rated)
+    return got >= share, {"share": got, "cells": len(rated), "misses": misses}
+
+
+def trainable_band(per_lr: Any, *, level: float, span: float) -> tuple[bool, Any]:
+    """F13: in every (dataset, act, H) cell the activity lrs whose final mean accuracy reaches ``level``
+    span at least a factor ``span`` (largest / smallest of them); measured: that span per cell (0: none
+    or one lr trains)."""
+    if not isinstance(per_lr, Mapping) or not per_lr:
+        return False, None
+    spans = {}
+    for cell, accs in per_lr.items():
+        ok = [float(a) for a, v in (accs or {}).items() if number(v) is not None and v >= level]
+        spans[cell] = max(ok) / min(ok) if len(ok) >= 2 else 0.0
+    return all(v >= span for v in spans.values()), spans
+
+
 FALLS = partial(trend, axis="H", direction="down")
 ONE_OPTIMUM = partial(each, check=partial(at, key="distinct", check=partial(size_at_most, n=1)))
 
 CLAIMS = (
+    Claim("sp_sweep_picks_notebook_lrs", "F7 (test_accs_GD_{act}_{H}_n_hidden; spec §5.3, §8.1)",
+          "Standard PC (GD inference): the activity-lr sweep picks the notebook's best rates: in at least 3 of "
+          "every 4 (dataset, activation, depth) cells of table 5.3 the rate with the best final accuracy is "
+          "the notebook's or its neighbour on the swept grid.",
+          ((fam("F7"), "best_act_lr"),), partial(picks_near_table, steps=1, share=0.75), figures=("F7",),
+          fails_on={"smoke": "smoke's S1 grid (H = 2, 4) holds none of table 5.3's cells (H = 8, 16, 32)"},
+          kind=FINDING),
+    Claim("mupc_broad_activity_lr_band", "F13 (test_accs_muPC_{act}_{H}_n_hidden; paper Figs. A.16–A.18)",
+          "μPC trains over a broad band of activity lrs: at the selected param lr, in every (activation, depth) "
+          "cell the activity lrs that reach the training level span at least a factor 10.",
+          ((fam("F13"), "final_acc_per_act_lr"),), partial(trainable_band, level=TRAINS, span=10.0),
+          figures=("F13",), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("sp_gd_acc_falls_with_depth", "F7/F8 (best_test_accs_GD; paper Fig. 3)",
           "Standard PC (GD inference, no skips): at its best activity lr, test accuracy is lower at the "
           "largest depth than at the smallest, for every dataset and activation.",
-          ((fam("F8"), "best_final_acc"),), FALLS, figures=("F7", "F8")),
+          ((fam("F8"), "best_final_acc"),), FALLS, figures=("F7", "F8"), kind=FINDING),
     Claim("sp_adam_acc_falls_with_depth", "F9 (best_test_accs_Adam)",
           "Standard PC with Adam inference: best-lr accuracy falls with depth (means over seeds: the "
           "Adam-inference sweep is ill-conditioned at the feed-forward start).",
-          ((fam("F9"), "best_final_acc"),), FALLS, figures=("F9",)),
+          ((fam("F9"), "best_final_acc"),), FALLS, figures=("F9",), kind=FINDING),
     Claim("sp_skips_acc_falls_with_depth", "F10 (best_test_accs_GD_skips)",
           "Standard PC with skips: best-lr accuracy falls with depth.",
-          ((fam("F10"), "best_final_acc"),), FALLS, figures=("F10",)),
+          ((fam("F10"), "best_final_acc"),), FALLS, figures=("F10",), kind=FINDING),
     Claim("sp_orthogonal_acc_falls_with_depth", "F11 (best_test_accs_orthogonal)",
           "Standard PC with orthogonal init: best-lr accuracy falls with depth.",
-          ((fam("F11"), "best_final_acc"),), FALLS, figures=("F11",), fails_on={"smoke": TINY}),
+          ((fam("F11"), "best_final_acc"),), FALLS, figures=("F11",), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("sp_kappa_grows_with_depth", "F8 (best_cond_nums_GD)",
           "Standard PC: the condition number of the activity Hessian at init is larger at the largest "
           "depth than at the smallest.",
-          ((fam("F8"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F8",)),
+          ((fam("F8"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F8",), kind=FINDING),
     Claim("sp_kappa_rises_in_training", "F8 (best_cond_nums_GD; spec §8.3)",
           "Standard PC: the inference landscape becomes more ill-conditioned with training (κ(H_z) at "
           "the last evaluation above κ at init) in every (dataset, activation, depth).",
           ((fam("F8"), "kappa_final"), (fam("F8"), "kappa_init")), partial(cellwise, relation="greater"),
           figures=("F8",), fails_on={"smoke": "smoke's 32 training iterations move κ by a few percent either way; "
-                                              "the paper's rise is over a full epoch"}),
+                                              "the paper's rise is over a full epoch"}, kind=FINDING),
     Claim("mupc_kappa_grows_with_depth", "F12 (best_cond_nums_mupc)",
           "μPC: κ(H_z) at init still grows with depth (the paper: roughly polynomially).",
-          ((fam("F12"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F12",)),
+          ((fam("F12"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F12",), kind=FINDING),
     Claim("mupc_trains_at_every_depth", "F13/F15 (best_test_accs_depth_muP; paper Fig. 1)",
           "μPC trains at every depth: at its best lrs the accuracy is at least 10 points above chance "
           "for every activation and depth.",
           ((fam("F15"), "mupc_best_final_acc_per_H"),), partial(each, check=partial(at_least, threshold=TRAINS)),
-          figures=("F13", "F15"), fails_on={"smoke": TINY}),
+          figures=("F13", "F15"), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("mupc_trains_at_every_width", "F14 (best_test_accs_width_muP)",
           "μPC at its best lrs is no worse at the largest width than at the smallest, for every activation.",
           ((fam("F14"), "mupc_best_final_acc_per_N"),), partial(trend, axis="N", direction="up"),
-          figures=("F14",)),
+          figures=("F14",), kind=FINDING),
     Claim("mupc_deepest_trains_long", "F16/F17 (mupc_128_*_acc)",
           "The deepest μPC net trains on both datasets over several epochs: final accuracy at least 10 "
           "points above chance.",
           ((fam("F16"), "final_acc"), (fam("F17"), "final_acc")),
           both_train,
-          figures=("F16", "F17"), fails_on={"smoke": TINY}),
+          figures=("F16", "F17"), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("mupc_beats_pc_at_every_depth", "F18 (paper Fig. 1, right)",
           "ReLU ResNets: μPC ends above standard PC at every depth.",
-          ((fam("F18"), "fig1_final_acc"),), partial(each_exceeds, a="mupc", b="pc"), figures=("F18",)),
+          ((fam("F18"), "fig1_final_acc"),), partial(each_exceeds, a="mupc", b="pc"), figures=("F18",), kind=FINDING),
     Claim("pc_at_chance_when_deep", "F18/F20 (paper Fig. 1, right)",
           "Standard PC does not train deep ReLU ResNets: at the largest depth it stays within 5 points of "
           "chance.",
           ((fam("F18"), "fig1_final_acc"),), partial(deepest, check=partial(at, key="pc",
                                                                           check=partial(at_most, threshold=15.0))),
-          figures=("F18", "F20")),
+          figures=("F18", "F20"), kind=FINDING),
     Claim("mupc_beats_pc_128_layers", "F19 (mupc_vs_pc_vs_bp_128_relu_net)",
           "At the deepest net, μPC ends above PC (drawn at chance) on MNIST and Fashion-MNIST.",
-          ((fam("F19"), "final_acc"),), partial(each_exceeds, a="μPC", b="PC (chance)"), figures=("F19",)),
+          ((fam("F19"), "final_acc"),), partial(each_exceeds, a="μPC", b="PC (chance)"), figures=("F19",),
+          kind=FINDING),
     Claim("sp_linear_fails_with_depth", "F20 (best_test_accs_depth_SP)",
           "Standard PC with skips, linear: accuracy is lower at the largest depth than at the smallest.",
-          ((fam("F20"), "final_acc"),), partial(last_by_depth, act="linear", direction="down"), figures=("F20",)),
+          ((fam("F20"), "final_acc"),), partial(last_by_depth, act="linear", direction="down"), figures=("F20",),
+          kind=FINDING),
     Claim("bp_trains", "F21 (bp_results best_test_accs)",
           "BP with Depth-μP trains every activation (best lr at least 10 points above chance).",
           ((fam("F21"), "best_final_acc"),), partial(each, check=partial(at_least, threshold=TRAINS)),
-          figures=("F21",)),
+          figures=("F21",), kind=FINDING),
     Claim("activity_decay_does_not_help_pc", "F22 (max_test_accs_per_activity_decay)",
           "Activity decay does not rescue standard PC (linear, no skips): for every activity lr the max test "
           "accuracy with the strongest decay is below that without decay.",
           ((fam("F22"), "max_test_acc_by_decay"),), partial(trend, axis="decay", direction="down"),
-          figures=("F22",)),
+          figures=("F22",), kind=FINDING),
     Claim("mupc_lr_transfers_across_width", "F23 (paper Fig. 5)",
           "μPC's best (activity lr, param lr) by min train loss is the same at every width, for every "
           "activation (zero-shot transfer).",
           ((fam("F23"), "transfer_width"),), ONE_OPTIMUM, figures=("F23",),
-          fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"}),
+          fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"},
+          kind=FINDING),
     Claim("mupc_lr_transfers_across_depth", "F24 (paper Fig. 5)",
           "μPC's best (activity lr, param lr) by min train loss is the same at every depth, for every activation.",
           ((fam("F24"), "transfer_depth"),), ONE_OPTIMUM, figures=("F24",),
-          fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"}),
+          fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"},
+          kind=FINDING),
     Claim("mupc_trains_on_fmnist", "F25 (max_test_accs_over_lrs_Fashion-MNIST)",
           "μPC trains on Fashion-MNIST: at the best (activity lr, param lr) of the accuracy contour the max "
           "test accuracy (mean over seeds) is at least 10 points above chance for every activation.",
           ((fam("F25"), "contour_best"),), partial(each, keys=r"notebook/\w+/acc",
                                                     check=partial(at_least, threshold=TRAINS)),
-          figures=("F25",)),
+          figures=("F25",), kind=FINDING),
     Claim("mupc_fmnist_optimum_near_mnist", "F25 vs F23 (min_train_losses_over_lrs; spec §5.3)",
           "μPC's lrs carry over from MNIST to Fashion-MNIST: the F-MNIST min-train-loss optimum is within a "
           "factor 5 (one step of the paper's lr grid) of the MNIST optimum at the same width and depth, on both "
           "lrs, for every activation (the notebook moved the param lr from 0.1 to 0.05).",
           ((fam("F25"), "contour_optimum"), (fam("F25"), "contour_grid"), (fam("F23"), "contour_optimum"),
            (fam("F23"), "contour_grid")), partial(near_mnist_optimum, factor=5.0),
-          figures=("F25", "F23")),
+          figures=("F25", "F23"), kind=FINDING),
     Claim("mupc_fmnist_optimum_interior", "F25 (min_train_losses_over_lrs_Fashion-MNIST)",
           "The F-MNIST min-train-loss optimum is an interior region of the lr grid: for every activation "
           "neither its activity lr nor its param lr is the grid's smallest or largest.",
           ((fam("F25"), "contour_optimum"), (fam("F25"), "contour_grid")), interior_optimum,
           figures=("F25",),
           fails_on={"smoke": "smoke's grid has two lrs per axis (act 1, 0.1; param 0.1, 0.01): no interior cell",
-                    "gpu_medium": "gpu_medium's param-lr grid has two values (0.1, 0.01): no interior cell"}),
+                    "gpu_medium": "gpu_medium's param-lr grid has two values (0.1, 0.01): no interior cell"},
+          kind=FINDING),
 )
 

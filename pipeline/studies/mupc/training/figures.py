@@ -231,6 +231,8 @@ def sp_lr_sweep(env: Env, sweep: str) -> list[Figure]:
                         n = expected_len(env, sweep, cell[0]) if clean else None
                         m, s = stats(series, n, env.chance)
                         band(ax, ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(a_lr)}")
+                    if not clean:
+                        sweep_pick(env, sweep, ds, act, H, groups)
                     ax.set_title(f"{act}, H={H}")
                     ax.set_xlabel("Training iteration")
                     ax.set_ylabel("Test accuracy (%)")
@@ -244,6 +246,23 @@ def sp_lr_sweep(env: Env, sweep: str) -> list[Figure]:
                                f"std over seeds) per activity lr, rows = activation, columns = H.",
                                seed, [sweep], clean))
     return figs
+
+
+def sweep_pick(env: Env, sweep: str, ds: str, act: str, H: int,
+               groups: dict[tuple[float, float], list[RunConfig]]) -> None:
+    """Headline ``best_act_lr[<ds>/<act>/H=<h>]``: the activity lr with the best mean-over-seeds final test
+    accuracy (an empty run counts as chance), the notebook's table value for the cell (None where table
+    5.3 has none) and how many steps of the sweep's lr grid apart they are (spec §8.1: the pick should
+    match the notebook's or sit next to it)."""
+    scores = {a_lr: ag.final_acc_score(accs(env, sweep, runs), env.chance) for (_, a_lr), runs in groups.items()}
+    grid = sorted(scores)
+    best = max(grid, key=lambda a: (scores[a], a))
+    table = getattr(env.cfg.best_lrs, sweep).get(ds, {}).get(act, {}).get(str(H))
+    hit = [i for i, a in enumerate(grid) if close(a, table)] if table is not None else []
+    finals = {decimal(a): scores[a] if np.isfinite(scores[a]) else None for a in grid}
+    env.headline.setdefault("best_act_lr", {})[f"{ds}/{act}/H={H}"] = {
+        "computed": best, "table": table, "grid": grid, "final_acc": finals,
+        "steps": abs(grid.index(best) - hit[0]) if hit else None}
 
 
 def cell_width(runs: Sequence[RunConfig]) -> str:
@@ -378,6 +397,9 @@ def mupc_lr_sweep(env: Env) -> list[Figure]:
                         n = expected_len(env, sweep, cell[0]) if clean else None
                         m, s = stats(series, n, env.chance)
                         band(ax, ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(a_lr)}")
+                        if not clean:  # F13's band: the final mean accuracy of every activity lr
+                            env.headline.setdefault("final_acc_per_act_lr", {}).setdefault(
+                                f"{ds}/{act}/H={H}", {})[decimal(a_lr)] = float(m[-1]) if len(m) else None
                     ax.set_title(f"{act}, H={H}, param lr {lr_label(p_lr)}")
                     ax.set_xlabel("Training iteration")
                     ax.set_ylabel("Test accuracy (%)")

@@ -304,7 +304,8 @@ def test_resumption_recomputes_only_missing_runs(tmp_path, monkeypatch):
         assert child.name == f"S9/{rc.hash()}" and child.params["hash"] == rc.hash()
         assert child.artifacts == ["arrays.npz"] and child.tags["run_key"] == rc.key()
         assert {"test_acc", "test_loss", "train_loss", "kappa"} <= set(child.series)
-        steps, vals = child.series["kappa"]
+        steps, vals, times = child.series["kappa"]
+        assert len(times) == len(steps) and list(times) == sorted(times)  # each step its own time, in order
         assert list(steps[:2]) == [0, 2] and len(vals) == len(steps)
         assert child.metrics["iterations"] == len(p.arrays["arrays.npz"]["batch_train_losses"])
         assert (child.failed is None) == (p.json["config.json"]["status"] == "finished")

@@ -39,7 +39,8 @@ from pipeline.studies.mupc.training.trainer import DataSet, RunResult, load_data
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int) -> Run:
+def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int,
+              span: tuple[float, float] | None = None) -> Run:
     """MLflow child run per config × seed: flattened RunConfig params, per-evaluation test_acc and
     test_loss, train_loss (every ``every`` iterations), κ where monitored, final numbers, the arrays."""
     rc = res.rc
@@ -59,6 +60,11 @@ def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int) -> R
         series["train_loss"] = (idx + 1, np.where(np.isfinite(tl[idx]), tl[idx], np.nan))
     if "cond_nums" in a and len(a["cond_nums"]):
         series["kappa"] = ([t * te for t in range(len(a["cond_nums"]))], a["cond_nums"])
+    if span is not None:
+        start, end = span
+        total = max(int(res.stop_iter), 1)
+        series = {k: (steps, vals, [start + (end - start) * min(int(st), total) / total for st in steps])
+                  for k, (steps, vals) in series.items()}
     final: dict[str, float] = {"iterations": res.stop_iter}
     if len(a["test_accs"]):
         final["final_test_acc"] = float(a["test_accs"][-1])
@@ -69,11 +75,12 @@ def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int) -> R
                series=series, artifacts=[ARRAYS_FILE], failed=None if res.status == "finished" else res.status)
 
 
-def run_output(unit: str, res: RunResult, extra: dict[str, Any], every: int) -> Output:
+def run_output(unit: str, res: RunResult, extra: dict[str, Any], every: int,
+               span: tuple[float, float] | None = None) -> Output:
     """One finished run as a part of the sweep unit."""
     return Output(part=run_part(res.rc), json={CONFIG_FILE: run_record(res.rc, res.status, extra)},
                   arrays={ARRAYS_FILE: {k: np.asarray(v) for k, v in res.arrays.items()}},
-                  runs=[child_run(unit, res, extra, every)])
+                  runs=[child_run(unit, res, extra, every, span)])
 
 
 @dataclass(frozen=True)
@@ -102,8 +109,9 @@ def set_precision(device: str, prec: str) -> None:
         torch.backends.cudnn.allow_tf32 = prec == "tf32"
 
 
-def train_task(task: GroupTask) -> tuple[list[RunResult], float]:
-    """Train one group (wherever it runs: this process or a Ray worker); its results and seconds."""
+def train_task(task: GroupTask) -> tuple[list[RunResult], float, float]:
+    """Train one group (wherever it runs: this process or a Ray worker); its results, start and end
+    (wall clock: for MLflow's time axis only, never in a tracked output)."""
     t0 = time.time()
     if task.device.startswith("cpu"):
         torch.set_num_threads(task.threads)
@@ -113,7 +121,7 @@ def train_task(task: GroupTask) -> tuple[list[RunResult], float]:
     if key not in _DATA:
         _DATA[key] = load_dataset(ds, task.n_train, task.n_test, task.device, DTYPES[task.dtype])
     results = train_group(list(task.runs), _DATA[key], task.device, DTYPES[task.dtype], task.hessian_dense_max_n)
-    return results, time.time() - t0
+    return results, t0, time.time()
 
 
 def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
@@ -140,11 +148,12 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     trained: list[str] = []
     # each stacked group is one task: in this process, or a Ray task (TRAINSCAPE_EXECUTOR=ray)
     finished = ctx.map(train_task, tasks, gpus=0 if str(device).startswith("cpu") else 1)
-    for gi, (results, seconds) in ctx.track(finished, total=len(tasks), desc="stacked groups", unit="group"):
-        group = groups[gi]
+    for gi, (results, started, ended) in ctx.track(finished, total=len(tasks), desc="stacked groups", unit="group"):
+        group, seconds = groups[gi], ended - started
         for res in results:
             trained.append(res.rc.hash())
-            yield run_output(unit, res, {**base, "stop_iter": res.stop_iter, **res.extra}, cfg.train_loss_log_every)
+            yield run_output(unit, res, {**base, "stop_iter": res.stop_iter, **res.extra}, cfg.train_loss_log_every,
+                             (started, ended))
         st = Counter(r.status for r in results)
         ctx.log(f"group {gi + 1}/{len(groups)}: {len(group)} runs N={group[0].N} H={group[0].H} {group[0].act} "
                 f"{group[0].dataset} in {seconds:.1f} s; {dict(st)}")

@@ -305,6 +305,27 @@ def test_stage_cli_strict_flag_and_env(fixture_root, monkeypatch):
     assert main(["--profile", "paper" if load_params().profile != "paper" else "smoke"]) == 2
 
 
+def test_a_slice_checks_only_its_studies_built_claims(fixture_root, monkeypatch):
+    """--study / --built: the ledger of a slice of the pipeline (the imprint metrics alone) holds under
+    --strict; a study with no metrics built checks nothing, which --strict refuses."""
+    from stages.claims import main
+
+    assert main(["--strict"]) == 1  # every other study's claims are not measured
+    assert main(["--strict", "--study", "imprint", "--built"]) == 0
+    ledger = read_json(fixture_root / "reports" / "claims.json")
+    assert {r["study"] for r in ledger["claims"]} == {"imprint"} and len(ledger["claims"]) == len(IMPRINT_CLAIMS)
+    assert main(["--strict", "--study", "zero_init", "--built"]) == 1  # nothing built: nothing checked
+    assert main(["--study", "zero_init", "--built"]) == 0
+    assert main(["--study", "nonsense"]) == 2
+    assert main(["--strict", "--study", "imprint", "--built", "--kind", "sanity"]) == 0
+    assert [r["claim"] for r in read_json(fixture_root / "reports" / "claims.json")["claims"]] == [
+        "glyph_norm_reference"]
+    moved = copy.deepcopy(IMPRINT_METRICS)
+    moved["runs"]["glyph-adam"]["glyph_contrast_retained"] = 0.5
+    write_json(metrics_path("imprint_extract@final"), moved)
+    assert main(["--strict", "--study", "imprint", "--built"]) == 1
+
+
 # ----------------------------------------------------------------------------- graph
 
 

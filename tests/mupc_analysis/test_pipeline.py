@@ -9,6 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline.graph import target
+from tests.claims_slice import strict_ledger
 
 TINY = {
     "hessian": {"acts": ["linear"], "families": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]}],
@@ -33,6 +34,9 @@ def test_smoke_slice_through_dvc(repo_copy):
     repo_copy.set_params({"mupc_analysis": {"profiles": {"smoke": TINY}}})  # and rewrites dvc.yaml
     repo_copy.dvc("repro", *STAGES)
     p = repo_copy.path
+    # a shrunk smoke grid: its sanity claims (theorems, properties of the code) hold at any size
+    strict_ledger(repo_copy, "mupc_analysis", kind="sanity", must_check={
+        "hessian_positive_definite", "theory_hessian_is_numeric_hessian", "loss_over_energy_at_least_one"})
     summary = json.loads((p / HESS / "summary.json").read_text())
     cells = {(c["N"], c["H"]): c for c in summary["cells"]}
     assert set(cells) == {(2, 2), (2, 4), (4, 2), (4, 4)}

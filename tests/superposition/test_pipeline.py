@@ -9,6 +9,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from pipeline.graph import target
+from pipeline.studies.superposition.claims import CLAIMS
+from tests.claims_slice import strict_ledger
 
 STAGES = [target(s) for s in ("superposition_train", "superposition_extract", "superposition_render")]
 
@@ -18,6 +20,8 @@ def test_smoke_repro(repo_copy, mlflow_uri: str) -> None:
     repo_copy.run(sys.executable, "-m", "pipeline.graph")
     proc = repo_copy.dvc("repro", *STAGES)
     root = repo_copy.path
+    # the slice is the smoke profile as it stands: every claim of the study that smoke expects holds
+    strict_ledger(repo_copy, "superposition", must_check={c.id for c in CLAIMS})
     ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
     client = MlflowClient(tracking_uri=mlflow_uri)
     for v in ("untied", "tied"):

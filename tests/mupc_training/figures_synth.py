@@ -111,3 +111,22 @@ def reader(root: Path):
         return read_file(path)
 
     return read
+
+
+def arrays_short(rc: RunConfig, evals_per_epoch: int = 3) -> dict[str, np.ndarray]:
+    """Arrays of a finished run with a few evaluations per epoch whatever its ``test_every`` (a profile's
+    grid shape at little cost): ``evals_per_epoch`` test accuracies per epoch, a loss per iteration of
+    those evaluations, Hessian extremes per evaluation (+ init) for Hessian sweeps."""
+    rng = np.random.default_rng(zlib.crc32(rc.hash().encode()))
+    n_eval = evals_per_epoch * rc.epochs
+    quality = 60 + 30 * rng.random()
+    accs = quality * (1 - np.exp(-(np.arange(n_eval) + 1) / 2)) + 10 + rng.normal(0, 1, n_eval)
+    n_loss = n_eval * min(rc.test_every, 16)
+    out = {"batch_train_losses": 0.5 * np.exp(-np.arange(n_loss) / 20) + 0.01 * rng.random(n_loss),
+           "test_accs": accs, "test_losses": 0.1 * np.ones(n_eval)}
+    if rc.metrics == "hessian":
+        rows = n_eval + 1
+        out["lambda_min"] = 0.1 + 0.01 * rng.random(rows)
+        out["lambda_max"] = 10 * (1 + np.arange(rows)) * (1 + 0.1 * rng.random(rows))
+        out["cond_nums"] = out["lambda_max"] / out["lambda_min"]
+    return out

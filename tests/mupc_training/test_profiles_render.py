@@ -1,0 +1,52 @@
+"""Every profile renders every family: the gpu_medium and paper sections resolved from the repository's
+params, their sweeps expanded exactly as the train units list them, and F7–F25 drawn from synthetic runs
+of those grids (a few evaluations per run, so only the grids' shape is at stake: which depths, epochs,
+seeds and learning rates the families pair up across sweeps)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from pipeline.config import load_section, read_tree
+from pipeline.plotting import plt
+from pipeline.studies.mupc.training.config import TrainingParams
+from pipeline.studies.mupc.training.figures import RENDERERS, render_family
+from pipeline.studies.mupc.training.source import Sweeps
+from pipeline.studies.mupc.training.sweeps import expand
+from tests.conftest import ROOT
+from tests.mupc_training.figures_synth import arrays_short
+
+SECTION = "mupc_training"
+FAMILIES = sorted(RENDERERS, key=lambda f: int(f[1:]))
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def resolved(profile: str) -> TrainingParams:
+    """The repository's section resolved for ``profile`` (clean variants off: they draw the same runs)."""
+    raw = copy.deepcopy(read_tree(ROOT)[SECTION])
+    raw["figures"]["clean_variants"] = False
+    return load_section(TrainingParams, {SECTION: raw}, SECTION, profile)
+
+
+def synthetic(cfg: TrainingParams) -> Sweeps:
+    return Sweeps(expand=lambda sweep: expand(cfg, sweep), load=lambda sweep, rc: arrays_short(rc))
+
+
+@pytest.fixture(scope="module", params=["gpu_medium", "paper"])
+def profile_cfg(request) -> tuple[str, TrainingParams]:
+    return request.param, resolved(request.param)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_profile_renders_the_family(profile_cfg, family):
+    profile, cfg = profile_cfg
+    figs, head = render_family(cfg.figures, profile, family, synthetic(cfg))
+    assert figs and all(f.family == family for f in figs)
+    assert head["family"] == family and head["profile"] == profile

@@ -40,6 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pipeline.studies.mupc.iteration as iteration
 import pipeline.studies.mupc.training.trainer as tr
 from pipeline.studies.mupc.energy import Adam, InferenceConfig, errors, infer, weight_grads
 from pipeline.studies.mupc.model import Weights, feedforward, init_weights
@@ -155,12 +156,13 @@ class WholeEngine(tr.PCEngine):
 
 
 def whole_layers(runs: list[RunConfig], data: tr.DataSet) -> None:
-    """The sequential trainer with :class:`WholeEngine` (the trainer's engine class, swapped for the call)."""
-    engine, tr.PCEngine = tr.PCEngine, WholeEngine
+    """The sequential trainer with :class:`WholeEngine` (the engine class of the trainer's iteration,
+    swapped for the call)."""
+    engine, iteration.PCEngine = iteration.PCEngine, WholeEngine
     try:
         tr.train_group(runs, data, "cpu", layout="sequential")
     finally:
-        tr.PCEngine = engine
+        iteration.PCEngine = engine
 
 
 def best_time(fn: callable, best: dict[str, float], key: str) -> None:

@@ -284,9 +284,9 @@ def test_resumption_recomputes_only_missing_runs(tmp_path, monkeypatch):
     data = synthetic(n_train=256, n_test=128, D=784)
     calls: list[list[str]] = []
 
-    def counting(group, *a):
+    def counting(group, *a, **kw):
         calls.append([rc.hash() for rc in group])
-        return train_group(group, *a)
+        return train_group(group, *a, **kw)
 
     monkeypatch.setattr(train_mod, "train_group", counting)
     monkeypatch.setattr(train_mod, "load_dataset", lambda name, n_train, n_test, device, dtype: DataSet(

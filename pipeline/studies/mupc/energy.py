@@ -315,6 +315,10 @@ class PCEngine:
         self.w_hid_t_layers = [self.w_hid_t[ell * R:(ell + 1) * R] for ell in range(self.spec.H - 1)]
         self._views.clear()
 
+    def buffers(self) -> list[torch.Tensor]:
+        """Every buffer an iteration writes (to save and restore an iteration's starting state)."""
+        return [*self._bufs().values(), self.mu1, self.eps_out, self.gnorm, self._layer_norms]
+
     def runs_view(self, t: torch.Tensor) -> torch.Tensor:
         """A layer-major buffer [H, R, B, N] in the engine-wide layout [R, H, B, N] (a view)."""
         return t.transpose(0, 1)
@@ -566,9 +570,21 @@ class InPlaceAdam:
         return [q for r in runs for t, d in zip(tensors, self.run_dims) for q in _run_pieces(t, d, r)]
 
     def step(self, grads: list[torch.Tensor]) -> None:
+        self.advance()
+        self.apply(grads)
+
+    def advance(self) -> None:
+        """Count the step (on the host, and into the device tensor the fused kernel reads).
+
+        Kept apart from :meth:`apply` so a captured :meth:`apply` (CUDA graph) reads this step's count on
+        replay instead of the count it was captured with."""
         self.t += 1
         if self.fused:
             self._step.fill_(self.t)
+
+    def apply(self, grads: list[torch.Tensor]) -> None:
+        """The update of the counted step (:meth:`advance` first); ``grads`` may be overwritten."""
+        if self.fused:
             for lr, runs, (ps, ms, vs) in self._pieces:
                 gs = self._group_pieces(grads, runs)
                 torch._fused_adam_(ps, gs, ms, vs, [], [self._step] * len(ps), lr=lr, beta1=self.b1, beta2=self.b2,

@@ -9,6 +9,7 @@ The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, and the figu
       data: {n_train: null, n_test: null}     # first n images of each split; null = the full split
       dtype: float32                          # sweeps without a dtype of their own
       allow_tf32: true                        # CUDA: float32 products in TF32 (false: full float32)
+      cuda_graphs: true                       # CUDA: replay each group's iteration from a CUDA graph
       sweeps:
         S1:
           kind: pc                            # pc | bp
@@ -226,6 +227,9 @@ class TrainingParams:
     # false: full float32. Recorded with the resulting precision in every run's config.json
     allow_tf32: bool = False
     max_stack: int = bounded(0, None, default=64)  # runs per stacked group (0 = no limit)
+    # CUDA only: capture each group's training iteration in a CUDA graph and replay it (checked against
+    # eager first; eager where the check fails). Each run's config.json records whether its group used one
+    cuda_graphs: bool = True
     hessian_dense_max_n: int = bounded(1, None, default=4096)  # dense eigvalsh up to this n = N·H
     train_loss_log_every: int = bounded(1, None, default=1)  # MLflow subsampling of train_loss
 

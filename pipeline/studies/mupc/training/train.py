@@ -95,6 +95,7 @@ class GroupTask:
     hessian_dense_max_n: int
     threads: int
     precision: str = "float32"  # float64 | float32 | tf32 (sweeps.precision)
+    cuda_graphs: bool = True  # CUDA: replay the iteration from a CUDA graph (trainer.train_pc_group)
 
 
 _DATA: dict[tuple[Any, ...], DataSet] = {}  # per process: the datasets its groups have loaded
@@ -120,7 +121,8 @@ def train_task(task: GroupTask) -> tuple[list[RunResult], float, float]:
     key = (ds, task.n_train, task.n_test, task.device, task.dtype)
     if key not in _DATA:
         _DATA[key] = load_dataset(ds, task.n_train, task.n_test, task.device, DTYPES[task.dtype])
-    results = train_group(list(task.runs), _DATA[key], task.device, DTYPES[task.dtype], task.hessian_dense_max_n)
+    results = train_group(list(task.runs), _DATA[key], task.device, DTYPES[task.dtype], task.hessian_dense_max_n,
+                          cuda_graphs=task.cuda_graphs)
     return results, t0, time.time()
 
 
@@ -144,8 +146,9 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
             "data_sha256": ctx.provenance["data_sha256"], "profile": ctx.profile}
     _DATA.clear()  # a stage loads its data afresh (Ray workers keep theirs for the groups they train)
     tasks = [GroupTask(tuple(group), cfg.data.n_train, cfg.data.n_test, str(device), dtype,
-                       cfg.hessian_dense_max_n, cfg.threads, prec) for group in groups]
+                       cfg.hessian_dense_max_n, cfg.threads, prec, cfg.cuda_graphs) for group in groups]
     trained: list[str] = []
+    graphs_off: set[str] = set()  # why groups trained without CUDA graphs: each reason said once
     # each stacked group is one task: in this process, or a Ray task (TRAINSCAPE_EXECUTOR=ray)
     finished = ctx.map(train_task, tasks, gpus=0 if str(device).startswith("cpu") else 1)
     for gi, (results, started, ended) in ctx.track(finished, total=len(tasks), desc="stacked groups", unit="group"):
@@ -155,6 +158,11 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
             yield run_output(unit, res, {**base, "stop_iter": res.stop_iter, **res.extra}, cfg.train_loss_log_every,
                              (started, ended))
         st = Counter(r.status for r in results)
+        why = results[0].extra.get("cuda_graphs_off") if results else None
+        if why and why not in graphs_off:
+            graphs_off.add(why)
+            ctx.log(f"group {gi + 1}/{len(groups)} trains without CUDA graphs (as does any later group for the same "
+                    f"reason; each run's config.json says so): {why}")
         ctx.log(f"group {gi + 1}/{len(groups)}: {len(group)} runs N={group[0].N} H={group[0].H} {group[0].act} "
                 f"{group[0].dataset} in {seconds:.1f} s; {dict(st)}")
     records = {rc.hash(): ctx.previous(f"{run_part(rc)}/{CONFIG_FILE}") for rc in runs}

@@ -25,6 +25,7 @@ iterations) — the recorded arrays are the same as with a per-iteration check.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,15 +34,8 @@ import numpy as np
 import torch
 
 from pipeline.data import load_split, normalised
-from pipeline.studies.mupc.energy import (
-    Adam,
-    EnergyTerms,
-    InferenceConfig,
-    InPlaceAdam,
-    PCEngine,
-    act_into,
-    add_regularisers,
-)
+from pipeline.studies.mupc.energy import Adam, EnergyTerms, InferenceConfig, PCEngine, act_into
+from pipeline.studies.mupc.iteration import GroupIteration, Outputs, cuda_capture, graphs_available
 from pipeline.studies.mupc.model import NetSpec, Weights, init_weights, multipliers, phi
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
@@ -250,7 +244,7 @@ class _Book:
             if self.hessian:
                 rows = np.asarray(self.hrows[r], dtype=np.float64).reshape(-1, 3)
                 arrays["lambda_min"], arrays["lambda_max"], arrays["cond_nums"] = rows[:, 0], rows[:, 1], rows[:, 2]
-            extra = {"group_seconds": seconds, "group_size": len(self.runs)}
+            extra: dict[str, Any] = {"group_size": len(self.runs)}  # the group's seconds: MLflow only (train.py)
             if self.hessian:
                 extra["hessian_method"] = self.hmethod
             out.append(RunResult(rc, self.status[r], arrays, s, extra))
@@ -282,11 +276,16 @@ def _mask_store(store: list[torch.Tensor], run_dims: tuple[int, ...], active: np
 
 
 def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
-                   dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096) -> list[RunResult]:
+                   dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096,
+                   cuda_graphs: bool = True) -> list[RunResult]:
     """Train a stackable group of PC runs together; one RunResult per run (order kept).
 
-    The weights live in the engine's storage (hidden layers layer-major, ``[H-1, R, N, N]``) and are
-    updated in place; ``w`` is the run-major view of that storage the other functions take."""
+    The iteration runs on :class:`~pipeline.studies.mupc.iteration.GroupIteration`'s static buffers; the
+    weights live in its storage (hidden layers layer-major, ``[H-1, R, N, N]``) and are updated in place;
+    ``w`` is the run-major view of that storage the other functions take. With ``cuda_graphs`` on a CUDA
+    device the iteration is captured once and replayed (after the check of
+    :meth:`~pipeline.studies.mupc.iteration.GroupIteration.enable_graph`; where it fails the group trains
+    eagerly and its runs record why); each run records ``cuda_graphs``: whether the group used them."""
     t0 = time.time()
     rc0 = runs[0]
     spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
@@ -294,43 +293,36 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     orders = torch.stack([batch_orders(rc.seed, len(data.y_train), B, rc0.epochs) for rc in runs], 1).to(device)
     n_iters = orders.shape[0]
     w0 = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
-    store = [w0.w_in.contiguous(), w0.w_hid.transpose(0, 1).contiguous(), w0.w_out.contiguous()]
-    run_dims = (0, 1, 0)
-    w = Weights(store[0], store[1].transpose(0, 1), store[2])
-    act_lr = torch.tensor([rc.act_lr for rc in runs], dtype=dtype, device=device)
-    opt = InPlaceAdam(store, [rc.param_lr for rc in runs], run_dims)
-    grads = [torch.empty_like(t) for t in store]
     inf_cfg = InferenceConfig(steps=rc0.T, optim=rc0.act_optim, activity_decay=rc0.activity_decay)
     terms = EnergyTerms(rc0.activity_decay, rc0.weight_decay, rc0.spectral_penalty)
-    regularised = bool(terms.weight_decay or terms.spectral_penalty)
-    x_buf = torch.empty(R * B, data.x_train.shape[1], dtype=data.x_train.dtype, device=device)
-    y_buf = torch.empty(R * B, data.y_train.shape[1], dtype=data.y_train.dtype, device=device)
-    engine = PCEngine(spec, R, B, inf_cfg, dtype=dtype, device=device)
-    engine.bind(w)
+    it = GroupIteration(spec, w0, B, inf_cfg, terms, [rc.act_lr for rc in runs], [rc.param_lr for rc in runs],
+                        data.x_train, data.y_train, device, dtype)
+    del w0
+    store, run_dims, w, engine = it.store, it.run_dims, it.w, it.engine
+    x, y = it.x, it.y
     hess = rc0.metrics == "hessian"
     book = _Book(runs, n_iters, hess)
     evaluate_group = Evaluator(spec, R, data, half_mse=True)
     losses = torch.empty(n_iters, R, dtype=dtype, device=device)
     n_conv = torch.empty(n_iters, R, dtype=torch.long, device=device)
+    graph_note: dict[str, Any] = {"cuda_graphs": False}
     with torch.no_grad():
+        if cuda_graphs and graphs_available(device):
+            why = it.enable_graph([orders[0], orders[min(1, n_iters - 1)]], capture_iteration)
+            graph_note = {"cuda_graphs": why is None, **({"cuda_graphs_off": why} if why else {})}
         for i in range(n_iters):
             k = i + 1
-            idx = orders[i]  # [R, B]
-            torch.index_select(data.x_train, 0, idx.view(-1), out=x_buf)  # preallocated: no page faults
-            torch.index_select(data.y_train, 0, idx.view(-1), out=y_buf)
-            x, y = x_buf.view(R, B, -1), y_buf.view(R, B, -1)
-            losses[i] = engine.feedforward(x, y)
-            if hess and i == 0:  # row 0: feed-forward activities, initial weights
-                act_idx = np.flatnonzero(book.active)
-                lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, engine.runs_view(engine.z),
-                                                            rc0.activity_decay, hessian_dense_max_n)
-                book.record_hessian(lo, hi, kap, meth, act_idx)
-            n_conv[i] = engine.infer(act_lr)
-            engine.errors()
-            engine.weight_grads(x, grads)
-            if regularised:
-                add_regularisers(grads, store, terms)
-            opt.step(grads)
+            it.load(orders[i])
+            if it.replay is not None and not (hess and i == 0):
+                losses[i], n_conv[i] = it.step()  # the graph's static outputs, copied on the device
+            else:
+                losses[i] = it.feedforward()
+                if hess and i == 0:  # row 0: feed-forward activities, initial weights
+                    act_idx = np.flatnonzero(book.active)
+                    lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, engine.runs_view(engine.z),
+                                                                rc0.activity_decay, hessian_dense_max_n)
+                    book.record_hessian(lo, hi, kap, meth, act_idx)
+                n_conv[i] = it.finish()
             if k % rc0.test_every == 0 or k == n_iters:
                 book.check_losses(losses, k)
                 _mask_store(store, run_dims, book.active)
@@ -348,7 +340,15 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
                     _mask_store(store, run_dims, book.active)
                 if not book.active.any():
                     break
-    return book.results(losses, n_conv, time.time() - t0)
+    results = book.results(losses, n_conv, time.time() - t0)
+    for res in results:
+        res.extra.update(graph_note)
+    return results
+
+
+def capture_iteration(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs]:
+    """How the trainer captures an iteration (``iteration.cuda_capture``; a seam for the tests)."""
+    return cuda_capture(fn)
 
 
 # ----------------------------------------------------------------------------- BP
@@ -450,7 +450,7 @@ def auto_layout(rc: RunConfig, R: int, device: str | torch.device) -> int:
 
 def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
                 dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096,
-                layout: str = "auto") -> list[RunResult]:
+                layout: str = "auto", cuda_graphs: bool = True) -> list[RunResult]:
     """Train runs that share one stack key (see ``sweeps.stack_key``) together.
 
     ``layout`` (PC only): ``stacked`` trains the group as one stack, ``sequential`` run by run,
@@ -458,11 +458,14 @@ def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device
     :func:`auto_layout`, a fixed rule drawn from those measurements. A run's numbers can differ in the
     last float bits between stack sizes (batched products sum in another order), so the default must
     not depend on a timing: ``auto`` gives the same stacks on every rerun and every executor. Each run
-    records the choice in ``stack_layout``."""
+    records the choice in ``stack_layout``. ``cuda_graphs``: see :func:`train_pc_group` (CUDA only)."""
     if len({stack_key(rc) for rc in runs}) != 1:
         raise ValueError("train_group: runs differ in a shape/schedule field; split them with stack_groups")
     if runs[0].kind == "bp":
-        return train_bp_group(runs, data, device, dtype)
+        out = train_bp_group(runs, data, device, dtype)
+        for res in out:
+            res.extra["cuda_graphs"] = False
+        return out
     R = len(runs)
     if layout not in ("auto", "measure", "stacked", "sequential"):
         raise ValueError(f"layout {layout!r} is not one of auto, measure, stacked, sequential")
@@ -475,7 +478,7 @@ def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device
         size = 1 if layout == "sequential" else R
     out: list[RunResult] = []
     for i in range(0, R, size):
-        out += train_pc_group(runs[i:i + size], data, device, dtype, hessian_dense_max_n)
+        out += train_pc_group(runs[i:i + size], data, device, dtype, hessian_dense_max_n, cuda_graphs)
     note = {"runs_per_stack": size, "layout": layout,
             "measured_steps_per_s": {str(k): round(v, 1) for k, v in rates.items()}}
     for res in out:

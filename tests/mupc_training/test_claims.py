@@ -135,3 +135,51 @@ def test_f13_fails_when_only_one_activity_lr_trains_in_a_cell():
     narrow["mupc_training_render@F13"]["final_acc_per_act_lr"]["mnist/linear/H=8"] = {
         "10": 12.0, "1": 92.0, "0.5": 90.0, "0.1": 11.0}  # trains over a factor 2 only
     assert _row("mupc_broad_activity_lr_band", narrow)["status"] == "fails"
+
+
+# ----------------------------------------------------------------------------- PC cells: measured, not the fill
+
+F18_CELLS = {f"relu/H={h}": {"mupc": 92.0 - h / 16, "pc": 80.0 if h <= 32 else 10.5, "bp": 97.0}
+             for h in (8, 16, 32, 64, 128)}
+F20_CELLS = {f"linear/H={h}": {"mean_test_accs": [20.0, 60.0, 85.0 if h <= 16 else 11.0]} for h in (8, 16, 32, 128)}
+F19_CELLS = {"mnist/H=128/5_epochs": {"BP": 97.5, "PC (not measured: 10 % fill)": 10.0, "μPC": 93.0},
+             "fashion_mnist/H=128/15_epochs": {"BP": 88.0, "PC (not measured: 10 % fill)": 10.0, "μPC": 84.0}}
+PC = {"mupc_training_render@F18": {"pc_measured": True, "fig1_final_acc": F18_CELLS},
+      "mupc_training_render@F20": {"pc_measured": True, "final_acc": F20_CELLS},
+      "mupc_training_render@F19": {"final_acc": F19_CELLS}}
+PC_CLAIMS = ("mupc_beats_pc_at_every_depth", "pc_at_chance_when_deep", "mupc_beats_pc_128_layers",
+             "sp_linear_fails_with_depth", "mupc_near_bp_128_layers")
+
+
+@pytest.mark.parametrize("cid", PC_CLAIMS)
+def test_the_pc_claims_hold_on_measured_cells_like_the_papers(cid):
+    assert _row(cid, PC)["status"] == "holds"
+
+
+@pytest.mark.parametrize("cid", PC_CLAIMS[:4])
+def test_a_pc_claim_over_the_notebook_fill_is_not_measured(cid):
+    filled = copy.deepcopy(PC)
+    for stage in ("mupc_training_render@F18", "mupc_training_render@F20"):
+        del filled[stage]["pc_measured"]
+        filled[stage]["pc_not_measured"] = ["relu/H=64", "relu/H=128", "linear/H=32", "linear/H=128"]
+    row = _row(cid, filled)
+    assert row["status"] == "not measured" and "pc_measured" in row["missing"][0]
+
+
+@pytest.mark.parametrize(("cid", "stage", "cell", "key", "value"), [
+    ("pc_at_chance_when_deep", "F18", "relu/H=128", "pc", 40.0),  # PC trains at 128 layers
+    ("mupc_beats_pc_128_layers", "F18", "relu/H=128", "pc", 75.0),  # μPC only 9 points ahead
+    ("mupc_beats_pc_at_every_depth", "F18", "relu/H=8", "pc", 95.0),
+    ("mupc_near_bp_128_layers", "F19", "fashion_mnist/H=128/15_epochs", "μPC", 70.0),  # 18 points below BP
+])
+def test_a_pc_claim_fails_when_its_cell_moves(cid, stage, cell, key, value):
+    moved = copy.deepcopy(PC)
+    table = "fig1_final_acc" if stage == "F18" else "final_acc"
+    moved[f"mupc_training_render@{stage}"][table][cell][key] = value
+    assert _row(cid, moved)["status"] == "fails"
+
+
+def test_sp_linear_claim_fails_when_the_deep_linear_net_trains():
+    moved = copy.deepcopy(PC)
+    moved["mupc_training_render@F20"]["final_acc"]["linear/H=128"]["mean_test_accs"][-1] = 90.0
+    assert _row("sp_linear_fails_with_depth", moved)["status"] == "fails"

@@ -213,6 +213,31 @@ def test_missing_sp_cell_names_chance_cells(synth):
     assert head["final_acc"]["relu/H=8"]["mean_test_accs"] == [10.0, 10.0, 10.0]
 
 
+@pytest.mark.parametrize("family", ["F18", "F20"])
+def test_the_notebook_fill_is_marked_not_measured(family, synth):
+    """Trained SP cells publish ``pc_measured``; the notebook's 10 % fill (a params choice) is listed under
+    ``pc_not_measured`` and named in the caption, and ``pc_measured`` is absent, so the claims on the PC
+    cells read as not measured rather than checking the fill."""
+    figs, head = draw(family, synth)
+    assert head["pc_measured"] is True and head["pc_not_measured"] == []
+    assert all("every SP cell trained and measured" in f.caption for f in figs)
+    raw = raw_section()
+    raw["profiles"]["smoke"]["figures"]["chance_cells"] = {"relu": [8]}
+    figs, head = draw(family, synth, raw)
+    assert "pc_measured" not in head and head["pc_not_measured"] == ["relu/H=8"]
+    assert all("NOT MEASURED" in f.caption and "'relu': [8]" in f.caption for f in figs)
+    cell = head["final_acc"]["relu/H=8"]
+    assert (cell["pc_lrs"] if family == "F18" else cell["lrs"]).startswith("not measured")
+
+
+def test_f19_labels_pc_as_not_measured(synth):
+    figs, head = draw("F19", synth)
+    assert all("NOT MEASURED" in f.caption for f in figs)
+    assert all(set(v) == {"BP", "PC (not measured: 10 % fill)", "μPC"} for v in head["final_acc"].values())
+    labels = [t.get_text() for ax in figs[0].mpl.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert "PC (not measured: 10 % fill)" in labels
+
+
 def test_run_missing_on_disk_is_an_error(synth):
     _, g = synth
     g2 = dict(g)

@@ -15,6 +15,7 @@ from pipeline.config import ConfigError, load_section, parse_params, read_tree
 from pipeline.graph import target
 from pipeline.studies.imprint.config import ImprintParams
 from pipeline.studies.imprint.glyph import DROID_FONT
+from tests.claims_slice import strict_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = tuple(target(s) for s in ("imprint_train", "imprint_extract", "imprint_render"))  # not `report`:
@@ -86,6 +87,8 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     # the download stage runs too where the data cache is cold (a fresh clone), and is checked as well
     assert traced - {("mnist",)} == {("imprint", u) for u in (*_raw()["imprint"]["runs"], "final", "glyph",
                                                               "random", "seed_spread")}, traced
+    # after the trace check (the ledger is no stage): a shrunk smoke (2 epochs) checks its sanity claims
+    strict_ledger(repo_copy, "imprint", must_check={"glyph_norm_reference"}, kind="sanity")
     repo_copy.run("python", "-m", "stages.report", "imprint")  # the gallery of this study alone
     root = repo_copy.path
     runs = _raw()["imprint"]["runs"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import registry
+from pipeline import runs as run_records
 from pipeline.checks import describe
 from pipeline.config import ConfigError, Params
 from pipeline.contract import CLAIM_KINDS, Claim, Study
@@ -143,15 +144,13 @@ def summarise(rows: list[dict[str, Any]], profile: str) -> dict[str, Any]:
 
 
 def source_run(stage: str) -> str | None:
-    """The MLflow run of the stage that wrote a metrics file (from its meta.json or sidecar)."""
+    """The MLflow run (key) of the execution that wrote a metrics file: the stage's run record for its
+    meta.json or sidecar (:mod:`pipeline.runs`); None where this workspace did not record it."""
     head, unit = stage.split("@", 1)
     study, kind = head.rsplit("_", 1)
-    if kind == "render":
-        path = sidecar_path(study, unit)
-        figs = read_json(path)["figures"] if path.exists() else []
-        return figs[0].get("mlflow_run_id") if figs else None
-    meta = study_dir(study, kind, unit) / "meta.json"
-    return read_json(meta).get("mlflow_run_id") if meta.exists() else None
+    path = sidecar_path(study, unit) if kind == "render" else study_dir(study, kind, unit) / "meta.json"
+    rec = run_records.lookup(stage, read_json(path)) if path.exists() else None
+    return rec.get("mlflow_run_id") if rec else None
 
 
 def build_ledger(params: Params, root_load: Callable[[str], Any | None] | None = None, *,

@@ -45,6 +45,7 @@ class Family:
     datasets: Callable[[Any, str], Sequence[str]] = lambda cfg, unit: ()
     resumable: bool = False
     metrics: bool = False  # the stage writes reports/metrics/<stage>.json (Output.metrics)
+    tables: tuple[str, ...] = ()  # the .csv tables (Output.tables) each unit writes; listed in the manifest
 
     def keys(self, cfg: Any, unit: str) -> list[str]:
         keys = self.params(cfg, unit) if callable(self.params) else self.params
@@ -132,10 +133,16 @@ class Figure:
 class Output:
     """What a stage function returns; the framework writes it into the unit's folder.
 
-    ``json`` and ``arrays`` are files by name (``.json`` / ``.npz``); ``metrics`` go to
+    ``json`` and ``arrays`` are files by name (``.json`` / ``.npz``), ``tables`` pandas DataFrames
+    written as ``.csv`` (the per-run tables a family declares in :attr:`Family.tables`); ``metrics`` go to
     ``reports/metrics/<stage>.json`` (families declared with ``metrics=True``); ``run_metrics`` are
     logged on the stage's MLflow run, ``runs`` become its child runs; ``meta`` joins ``meta.json``.
     A part (``part`` set) is a sub-folder of a resumable unit, written as soon as it is yielded.
+
+    Files and ``meta`` hold only what the inputs determine, so a rerun writes them byte for byte:
+    wall-clock times belong in ``run_metrics`` or a :class:`Run`'s metrics and series (MLflow only),
+    and what this execution did (e.g. which runs of a resumed sweep it trained) in ``execution``, which
+    goes to the stage's untracked run record (:mod:`pipeline.runs`) and never into an output.
     """
 
     json: dict[str, Any] = field(default_factory=dict)
@@ -146,6 +153,8 @@ class Output:
     runs: list[Run] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     part: str | None = None
+    tables: dict[str, Any] = field(default_factory=dict)  # file name (.csv) -> pandas DataFrame
+    execution: dict[str, Any] = field(default_factory=dict)
 
 
 StageResult = Output | Iterator[Output]

@@ -14,12 +14,13 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from pipeline import runs as run_records
 from pipeline.contract import Figure, Output
 from pipeline.executor import figure_workers_setting
-from pipeline.io import atomic_dir, write_json
+from pipeline.io import atomic_dir, read_json, write_json
 from pipeline.paths import figures_dir, rel, sidecar_path
 from pipeline.plotting import dpi, save_mpl, save_plotly_html
-from pipeline.records import write_files
+from pipeline.records import run_entry, write_files
 from pipeline.tracking import Tracker
 
 
@@ -87,7 +88,11 @@ def figure_data(provenance: Mapping[str, Any], sources: list[Mapping[str, Any]])
 def write_render(study: str, unit: str, output: Output, tracker: Tracker, provenance: Mapping[str, Any],
                  source_meta: Mapping[tuple[str, str], Mapping[str, Any]]) -> Path:
     """A render unit: figure files (and any JSON) in ``reports/figures/<study>/<unit>/``, the figures
-    logged to the stage's run, and the sidecar ``<unit>.figures.json`` the report stage reads."""
+    logged to the stage's run, and the sidecar ``<unit>.figures.json`` the report stage reads.
+
+    The sidecar holds what the inputs determine: each source as its stage and the fingerprint of its
+    ``meta.json`` (:func:`pipeline.runs.fingerprint`), which the report resolves to the runs recorded
+    for it; the render's own run goes to its run record."""
     out = figures_dir(study) / unit
     saved: list[tuple[Figure, list[str]]] = []
     with atomic_dir(out) as tmp:
@@ -98,8 +103,8 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
     for fig, names in saved:
         for name in names:
             tracker.parent.log_artifact(out / name, f"figures/{fig.id}")
-        sources = [{"stage": source_meta[s].get("stage"), "mlflow_run_id": source_meta[s].get("mlflow_run_id"),
-                    "children": source_meta[s].get("mlflow_children", {})} for s in fig.sources]
+        sources = [{"stage": source_meta[s].get("stage"), "meta_sha256": run_records.fingerprint(source_meta[s])}
+                   for s in fig.sources]
         entries.append({
             "id": f"{study}/{fig.id}", "study": study, "family": fig.family,
             "files": [rel(out / n) for n in names], "caption": fig.caption, "seed_figure": fig.seed_figure,
@@ -107,4 +112,7 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
             "data_sha256": figure_data(provenance, [source_meta[s] for s in fig.sources]),
             "render_stage": provenance["stage"], **fig.extra,
         })
-    return write_json(sidecar_path(study, unit), {"stage": provenance["stage"], "figures": entries})
+    sidecar = {"stage": provenance["stage"], "figures": entries}
+    path = write_json(sidecar_path(study, unit), sidecar)
+    run_records.record(str(provenance["stage"]), read_json(path), run_entry(tracker, {}, output.execution))
+    return path

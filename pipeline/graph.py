@@ -217,6 +217,7 @@ def files(params: Params) -> dict[str, dict[str, Any]]:
     per_study: dict[str, dict[str, Any]] = {}
     datasets: set[str] = set()
     sidecars: list[str] = []
+    tables: list[str] = []  # the per-run tables the manifest lists (inside their units' output folders)
     studies = [registry.load(name) for name in registry.names()]
     for study in studies:
         cfg = registry.config(study, params)
@@ -232,6 +233,7 @@ def files(params: Params) -> dict[str, dict[str, Any]]:
                 datasets.update(fam.datasets(cfg, unit))
                 if fam.kind == "render":
                     sidecars.append(rel(sidecar_path(study.name, unit)))
+                tables.extend(rel(study_dir(study.name, fam.kind, unit) / t) for t in fam.tables)
         if body:
             per_study[dvc_file(study.name)] = body
     unknown = sorted(datasets - set(params.data.datasets))
@@ -252,7 +254,7 @@ def files(params: Params) -> dict[str, dict[str, Any]]:
                           + [rel(metrics_path(s)) for s in claims.read_stages(params)], "params": ["profile"],
                           "outs": [ledger[0]]}
     report_code = code_deps("stages.report", *(study_package(s) for s in studies))
-    root["report"] = {"cmd": "python -m stages.report", "deps": report_code + ledger + sidecars,
+    root["report"] = {"cmd": "python -m stages.report", "deps": report_code + ledger + sidecars + tables,
                       "outs": ["reports/index.html", "reports/manifest.json"]}
     return {ROOT_FILE: root, **per_study}
 

@@ -65,6 +65,12 @@ def read_npz(path: str | Path) -> dict[str, np.ndarray]:
         return {k: z[k] for k in z.files}
 
 
+def write_csv(path: str | Path, table: Any) -> Path:
+    """A pandas DataFrame as CSV: no index, ``\n`` line ends, floats as Python writes them (shortest
+    round trip), so the same table is the same bytes. pandas is the caller's import, not this module's."""
+    return write_bytes(path, table.to_csv(index=False, lineterminator="\n").encode())
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | Path) -> Iterator[Path]:
     """Build a whole output folder in a sibling temp folder, then swap it in."""

@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pipeline import runs as run_records
 from pipeline.contract import Output, Run
-from pipeline.io import atomic_dir, read_json, read_npz, write_json, write_npz
-from pipeline.paths import metrics_path, study_dir
+from pipeline.io import atomic_dir, read_json, read_npz, write_csv, write_json, write_npz
+from pipeline.paths import metrics_path, stage_name, study_dir
 from pipeline.tracking import Tracker
 
 
@@ -26,13 +27,25 @@ def read_file(path: Path) -> Any:
 
 
 def write_files(folder: Path, output: Output) -> list[Path]:
-    """The JSON and npz files of ``output`` into ``folder``."""
+    """The JSON, npz and CSV files of ``output`` into ``folder``."""
     paths = []
     for name, obj in output.json.items():
         paths.append(write_json(folder / name, obj))
     for name, arrays in output.arrays.items():
         paths.append(write_npz(folder / name, **arrays))
+    for name, table in output.tables.items():
+        if not name.endswith(".csv"):
+            raise ValueError(f"table {name!r}: a table is written as CSV; name it <name>.csv")
+        paths.append(write_csv(folder / name, table))
     return paths
+
+
+def run_entry(tracker: Tracker, children: Mapping[str, str], execution: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run record (:mod:`pipeline.runs`) links an output to: the stage's run key, its experiment,
+    its child runs and what this execution did."""
+    return {"mlflow_run_id": tracker.parent.run_id, "mlflow_experiment": tracker.study,
+            "mlflow_experiment_id": tracker.experiment_id, "mlflow_children": dict(children),
+            "execution": dict(execution)}
 
 
 def log_runs(tracker: Tracker, runs: list[Run], folder: Path) -> dict[str, str]:
@@ -57,27 +70,30 @@ def write_unit(study: str, kind: str, unit: str, output: Output, tracker: Tracke
     """A train/extract unit: its files and ``meta.json`` in ``artifacts/<study>/<kind>/<unit>``.
 
     ``in_place`` (resumable units) keeps parts written earlier; otherwise the folder is swapped whole.
+    ``meta.json`` holds what the inputs determine; the run key and child runs go to the stage's run record.
     """
     out = study_dir(study, kind, unit)
+    meta = {**provenance, **output.meta}
     if in_place:
         out.mkdir(parents=True, exist_ok=True)
         write_files(out, output)
-        children = {**parts_children(out), **log_runs(tracker, output.runs, out)}
-        write_json(out / "meta.json", {**provenance, **output.meta, "mlflow_children": children})
-        return children
-    with atomic_dir(out) as tmp:
-        write_files(tmp, output)
-        children = log_runs(tracker, output.runs, tmp)
-        write_json(tmp / "meta.json", {**provenance, **output.meta, "mlflow_children": children})
+        children = {**parts_children(stage_name(study, kind, unit), out), **log_runs(tracker, output.runs, out)}
+        write_json(out / "meta.json", meta)
+    else:
+        with atomic_dir(out) as tmp:
+            write_files(tmp, output)
+            children = log_runs(tracker, output.runs, tmp)
+            write_json(tmp / "meta.json", meta)
+    run_records.record(stage_name(study, kind, unit), read_json(out / "meta.json"),
+                       run_entry(tracker, children, output.execution))
     return children
 
 
-def parts_children(out: Path) -> dict[str, str]:
-    """The MLflow child runs of every part a resumable unit holds, this run's and earlier ones'."""
-    children: dict[str, str] = {}
-    for meta in sorted(out.glob("*/**/meta.json")):
-        children.update(read_json(meta).get("mlflow_children", {}))
-    return children
+def parts_children(stage: str, out: Path) -> dict[str, str]:
+    """The MLflow child runs of every part a resumable unit holds that this workspace recorded, this
+    run's and earlier ones'."""
+    parts = {meta.parent.relative_to(out).as_posix(): read_json(meta) for meta in out.glob("*/**/meta.json")}
+    return run_records.part_children(stage, parts)
 
 
 def write_part(study: str, kind: str, unit: str, part: Output, tracker: Tracker,
@@ -87,7 +103,9 @@ def write_part(study: str, kind: str, unit: str, part: Output, tracker: Tracker,
     with atomic_dir(folder) as tmp:
         write_files(tmp, part)
         children = log_runs(tracker, part.runs, tmp)
-        write_json(tmp / "meta.json", {**provenance, **part.meta, "mlflow_children": children})
+        write_json(tmp / "meta.json", {**provenance, **part.meta})
+    run_records.record(stage_name(study, kind, unit), read_json(folder / "meta.json"),
+                       run_entry(tracker, children, part.execution), part=str(part.part))
     tracker.checkpoint()  # the part's runs are journaled with it: a killed stage's parts still reach MLflow
     return children
 

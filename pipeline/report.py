@@ -55,6 +55,8 @@ def link_runs(manifest: dict[str, Any], runs: dict[str, dict[str, str]]) -> dict
 
 def _run_link(entry: dict[str, Any], ui: str) -> str:
     rid, eid = entry.get("mlflow_run_id"), entry.get("mlflow_experiment_id")
+    if not rid and entry.get("run_recorded") is False:  # outputs pulled or checked out, not run here
+        return "run not recorded here"
     if not rid:
         return "not in MLflow yet (sync pending)" if entry.get("mlflow_run_key") else "tracking off"
     # MLflow 3 shows GenAI pages unless the link asks for the model-training views
@@ -187,6 +189,8 @@ def gallery_html(manifest: dict[str, Any], *, ledger: dict[str, Any] | None = No
     ]
     if ledger:
         parts += ledger_html(ledger, units)
+    if manifest.get("tables"):
+        parts += tables_html(manifest["tables"])
     for study in sorted(by_study):
         parts.append(f"<h2 id='{esc(study)}'>{esc(study)}</h2>")
         for unit, cards in by_study[study].items():
@@ -215,3 +219,15 @@ def card_html(e: dict[str, Any], ui: str) -> str:
             f"<tr><td>params hash</td><td>{esc(e['params_hash'][:12])}</td></tr>"
             f"<tr><td>MLflow run</td><td>{_run_link(e, ui)}</td></tr>"
             f"<tr><td>data sha256</td><td>{data}</td></tr></table></div>")
+
+
+def tables_html(tables: list[dict[str, Any]]) -> list[str]:
+    """The per-run tables (CSV, one row per run: settings, status, final metrics), linked, with their shape."""
+    esc = html.escape
+    rows = "".join(f"<tr><td>{esc(t['study'])}</td><td><a href='{esc('../' + t['file'])}'>{esc(t['file'])}</a></td>"
+                   f"<td>{t['rows']}</td><td class='prov'>{esc(', '.join(t['columns']))}</td></tr>" for t in tables)
+    return ["<h2 id='tables'>Tables</h2><p>One row per run: its settings, status and final metrics "
+            "(open with <code>pandas.read_csv</code>).</p>",
+            "<table class='ledger'><colgroup><col style='width:12%'><col style='width:33%'><col style='width:6%'>"
+            f"<col style='width:49%'></colgroup><tr><th>study</th><th>table</th><th>rows</th><th>columns</th></tr>"
+            f"{rows}</table>"]

@@ -144,10 +144,11 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     tracking = p.params.tracking
     with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
                  enabled=tracking.enabled, on_error=tracking.on_error, datasets=dataset_inputs(sums)) as tracker:
+        # what the inputs determine, so a rerun writes meta.json byte for byte; the run key and the
+        # child runs go to the stage's run record (pipeline.runs), the times to MLflow
         prov = {"stage": name, "study": study, "profile": p.params.profile, "git_commit": commit,
-                "git_dirty": dirty, "params_hash": phash, "data_sha256": sums,
-                "mlflow_run_id": tracker.parent.run_id, "mlflow_experiment": study,
-                "mlflow_experiment_id": tracker.experiment_id, **({"device": hardware} if hardware else {})}
+                "git_dirty": dirty, "params_hash": phash, "data_sha256": sums, "mlflow_experiment": study,
+                **({"device": hardware} if hardware else {})}
         out_dir = study_dir(study, kind, unit)
 
         def own(fname: str) -> Any:
@@ -181,6 +182,9 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
                     raise TypeError(f"{name}: only resumable families yield parts, each with Output.part set")
                 write_part(study, kind, unit, part, tracker, prov)
         last_line = time.time()
+        missing = [t for t in p.family.tables if t not in final.tables]
+        if missing:
+            raise TypeError(f"{name}: the family declares the tables {missing} but the output has none of them")
         if kind == "render":
             if render_writer is None:
                 raise TypeError(f"{name}: a render unit needs the figure writer")

@@ -8,15 +8,39 @@ gallery of just those (e.g. in a test that renders one study)."""
 
 from __future__ import annotations
 
+import csv
 import sys
+from typing import Any
 
 from pipeline import registry
-from pipeline.config import ConfigError, load_params
+from pipeline.config import ConfigError, Params, load_params
 from pipeline.io import read_json, write_bytes, write_json
-from pipeline.paths import repo_root, sidecar_path
+from pipeline.paths import rel, repo_root, sidecar_path, stage_name, study_dir
 from pipeline.report import build_manifest, gallery_html, link_runs
+from pipeline.runs import with_runs
 from pipeline.tracking import run_map, sync, tracking_mode
 from stages import finish
+
+
+def tables(names: list[str], params: Params) -> list[dict[str, Any]]:
+    """The per-run tables the studies declare (:attr:`Family.tables`): file, stage, rows and columns."""
+    out = []
+    for name in names:
+        study = registry.load(name)
+        cfg = registry.config(study, params)
+        for fam in study.families:
+            for unit in fam.units(cfg) if fam.tables else ():
+                for table in fam.tables:
+                    path = study_dir(name, fam.kind, unit) / table
+                    if not path.exists():
+                        continue
+                    with open(path, newline="") as fh:
+                        lines = list(csv.reader(fh))
+                    header, rows = (lines[0], lines[1:]) if lines else ([], [])
+                    out.append({"id": f"{name}/{unit}/{table}", "study": name,
+                                "stage": stage_name(name, fam.kind, unit), "file": rel(path),
+                                "rows": len(rows), "columns": header})
+    return out
 
 
 def main(studies: list[str]) -> int:
@@ -30,13 +54,13 @@ def main(studies: list[str]) -> int:
             if render is None:
                 continue
             for unit in render.units(registry.config(study, params)):
-                sidecars.append(read_json(sidecar_path(name, unit)))
+                sidecars.append(with_runs(read_json(sidecar_path(name, unit))))
         if params.tracking.enabled and tracking_mode() != "off":
             print(sync(on_error=params.tracking.on_error).line())
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    manifest = link_runs(build_manifest(sidecars), run_map())
+    manifest = {**link_runs(build_manifest(sidecars), run_map()), "tables": tables(names, params)}
     out = repo_root() / "reports"
     ledger_file = out / "claims.json"  # the claims stage's ledger, shown on top when present
     ledger = read_json(ledger_file) if ledger_file.exists() and not studies else None

@@ -3,6 +3,7 @@ for smoke slices of the real pipeline (``dvc repro`` on the smoke profile)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import pytest
 import yaml
 
 from pipeline.config import params_file, read_tree
+from pipeline.runs import fingerprint
 from pipeline.tracking import run_map
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +68,14 @@ class RepoCopy:
         returns run key → MLflow run id."""
         self.run(sys.executable, "-m", "pipeline.tracking", "sync", "--on-error", "fail")
         return {k: v["run_id"] for k, v in run_map(self.path / ".trainscape" / "journal").items()}
+
+    def run_record(self, stage: str, output: str | None = None, *, part: str | None = None) -> dict:
+        """The run record (:mod:`pipeline.runs`) of the execution that wrote ``output`` (a unit's
+        ``meta.json`` or a render's sidecar, relative to the copy), or of a resumable unit's ``part``."""
+        data = json.loads((self.path / ".trainscape" / "runs" / f"{stage}.json").read_text())
+        if part is not None:
+            return data["parts"][part]
+        return data["runs"][fingerprint(json.loads((self.path / str(output)).read_text()))]
 
     def params(self) -> dict:
         return read_tree(self.path)

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from pipeline import runs as run_records
 from pipeline.contract import Output, Run
 from pipeline.io import atomic_dir, atomic_path, read_json, read_npz, write_json, write_npz
 from pipeline.records import write_part, write_unit
@@ -108,7 +109,9 @@ def test_resumable_unit_lists_the_runs_of_all_its_parts(tmp_path, monkeypatch):
         children = write_unit("s", "train", "u", Output(json={"index.json": ["a", "b"]}), tr, prov, in_place=True)
     out = tmp_path / "artifacts/s/train/u"
     assert set(children) == {"a", "b"} and all(children.values())
-    assert read_json(out / "meta.json")["mlflow_children"] == children
+    assert "mlflow_children" not in read_json(out / "meta.json") and "mlflow_run_id" not in read_json(out / "meta.json")
+    rec = run_records.lookup("s_train@u", read_json(out / "meta.json"))
+    assert rec["mlflow_children"] == children and rec["mlflow_run_id"] == tr.parent.run_id
     assert read_json(out / "runs/a/r.json") == {"v": 1} and read_json(out / "index.json") == ["a", "b"]
 
 

@@ -293,7 +293,7 @@ def test_newton_schulz_compile_falls_back_to_eager(monkeypatch):
 
 def _fake_spread(adam: list[float], muon_acc: list[float]) -> dict:
     return {"init": "glyph", "init_seeds": list(range(len(adam))), "epochs": 1, "data_seed": 1, "precision": "fp32",
-            "ns_precision": "fp32", "n_train": 60000, "seconds": 1.0,
+            "ns_precision": "fp32", "n_train": 60000,
             "test_acc": {str(i): {"adam": [0.1, a], "muon": [0.1, m]} for i, (a, m) in enumerate(zip(adam, muon_acc))}}
 
 
@@ -306,6 +306,23 @@ def test_spread_metrics_range_gap_and_every_seed():
     assert m["muon_ahead_on_every_seed"] is True
     assert m["adam_range_over_gap_median"] == pytest.approx(0.33 / 0.12)
     assert extract.spread_metrics(_fake_spread([0.9, 0.8], [0.89, 0.95]))["muon_ahead_on_every_seed"] is False
+
+
+def test_spread_table_has_one_row_per_seed_and_optimiser():
+    t = extract.spread_table(_fake_spread([0.57, 0.90, 0.81], [0.95, 0.95, 0.93]))
+    assert len(t) == 3 * 2 and list(t["init_seed"]) == [0, 0, 1, 1, 2, 2] and set(t["status"]) == {"finished"}
+    assert list(t.columns) == ["run", "init", "optimizer", "init_seed", "data_seed", "precision", "ns_precision",
+                               "epochs", "n_train", "status", "test_acc_epoch1", "final_test_acc"]
+    assert t.set_index("run").loc["seed_spread-init2-muon", "test_acc_epoch1"] == 0.93
+
+
+def test_runs_table_has_settings_status_and_final_numbers():
+    settings = {k: 1 for k in extract.TABLE_SETTINGS}
+    metrics = {"a": {**settings, "train_loss": [0.5, 0.2]}, "b": {**settings, "train_loss": [0.5, float("nan")]}}
+    finals = {"a": {"init": "glyph", "final_test_acc": 0.9}, "b": {"init": "glyph", "final_test_acc": 0.1}}
+    t = extract.runs_table(metrics, finals)
+    assert list(t["run"]) == ["a", "b"] and list(t["status"]) == ["finished", "failed"]
+    assert list(t.columns) == ["run", *extract.TABLE_SETTINGS, "status", "final_test_acc"]
 
 
 def test_spread_units_and_render():

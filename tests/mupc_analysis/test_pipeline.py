@@ -62,14 +62,16 @@ def test_smoke_slice_through_dvc(repo_copy):
     assert [f["id"] for f in f2] == ["mupc_analysis/F2_mupc_standard_gauss_skips_decay0_seed0"]
 
     # MLflow: one child run per Hessian config, with κ per cell; one per theory run with the ℒ/F* series
-    meta = json.loads((p / "artifacts/mupc_analysis/train/hessian_init/meta.json").read_text())
+    meta = repo_copy.run_record("mupc_analysis_train@hessian_init",
+                                "artifacts/mupc_analysis/train/hessian_init/meta.json")
     ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
     client = MlflowClient(tracking_uri=repo_copy.env["MLFLOW_TRACKING_URI"])
     (child,) = meta["mlflow_children"].values()
     run = client.get_run(ids[child])
     assert run.data.tags["mlflow.parentRunId"] == ids[meta["mlflow_run_id"]]
     assert run.data.metrics["kappa_N4_H4"] == pytest.approx(cells[(4, 4)]["kappa"])
-    grid_meta = json.loads((p / "artifacts/mupc_analysis/train/theory_grid/meta.json").read_text())
+    grid_meta = repo_copy.run_record("mupc_analysis_train@theory_grid",
+                                     "artifacts/mupc_analysis/train/theory_grid/meta.json")
     assert len(grid_meta["mlflow_children"]) == 2 * 2 * 2
     series = client.get_metric_history(ids[grid_meta["mlflow_children"]["linear/mupc/width_2/2_n_hidden"]],
                                        "loss_energy_ratio")
@@ -82,11 +84,14 @@ def test_smoke_slice_through_dvc(repo_copy):
     assert _stale(repo_copy) == set()  # another profile's overrides rerun nothing
 
     # resume: a new depth recomputes the cells whose settings changed and keeps the others
-    stamp = {key: json.loads((p / HESS / key / "meta.json").read_text())["mlflow_run_id"]
-             for key in ("width_2/2_n_hidden", "width_2/4_n_hidden", "width_4/2_n_hidden")}
+    def stamp_of(key: str) -> str:  # the run that wrote a cell (its record)
+        part = f"{HESS}/{key}".removeprefix("artifacts/mupc_analysis/train/hessian_init/")
+        return repo_copy.run_record("mupc_analysis_train@hessian_init", part=part)["mlflow_run_id"]
+
+    stamp = {key: stamp_of(key) for key in ("width_2/2_n_hidden", "width_2/4_n_hidden", "width_4/2_n_hidden")}
     repo_copy.set_params({"mupc_analysis": {"profiles": {"smoke": {"hessian": {"depths": [2, 4, 6]}}}}})
     repo_copy.dvc("repro", target("mupc_analysis_train@hessian_init"))
-    now = {key: json.loads((p / HESS / key / "meta.json").read_text())["mlflow_run_id"] for key in stamp}
+    now = {key: stamp_of(key) for key in stamp}
     assert now["width_2/2_n_hidden"] == stamp["width_2/2_n_hidden"]  # unchanged settings: kept
     assert now["width_4/2_n_hidden"] == stamp["width_4/2_n_hidden"]
     assert now["width_2/4_n_hidden"] != stamp["width_2/4_n_hidden"]  # no longer a full-spectrum slice

@@ -175,8 +175,10 @@ def test_hessian_unit_yields_one_part_per_cell(hessian_store):
     assert len(parts) == len(configs) * len(hp.widths) * len(hp.depths) == 16
     assert parts[0].part == f"{hessian_key(configs[0])}/width_2/2_n_hidden"
     assert [r.name for r in final.runs] == [hessian_key(c) for c in configs]
-    assert set(final.runs[0].metrics) == {f"{m}_N{N}_H{H}" for m in ("kappa", "lambda_max", "lambda_min")
+    assert set(final.runs[0].metrics) == {f"{m}_N{N}_H{H}"
+                                          for m in ("kappa", "lambda_max", "lambda_min", "eig_seconds")
                                           for N in hp.widths for H in hp.depths}
+    assert not any("seconds" in key for p in parts for key in p.json["cell.json"]["info"])  # times: MLflow only
     assert final.json["configs.json"] == {"configs": [hessian_key(c) for c in configs]}
     cells = {(c["N"], c["H"]): c for c in final.json[f"{hessian_key(configs[0])}/summary.json"]["cells"]}
     assert cells[(2, 2)]["method_lambda_min"] == "dense"  # n = 4 <= dense_max_n, not a slice
@@ -243,6 +245,15 @@ def test_extract_gathers_the_headline_numbers(full_store):
     store, cfg = full_store
     out = extract(store.ctx(cfg, "extract", "analysis_metrics"), "analysis_metrics")
     m = out.metrics
+    t = out.tables["runs.csv"]  # one row per Hessian cell, forward-pass cell and theory net
+    hp, fp, tg, tw = cfg.hessian, cfg.fwd_pass, cfg.theory_grid, cfg.theory_width
+    counts = t["unit"].value_counts().to_dict()
+    assert counts == {"hessian_init": len(hessian_configs(hp)) * len(hp.widths) * len(hp.depths),
+                      "fwd_pass": len(fp.acts) * len(fp.optims) * len(fp.variants) * len(fp.widths) * len(fp.depths),
+                      "theory_grid": len(tg.param_lrs) * len(tg.widths) * len(tg.depths),
+                      "theory_width": len(tw.acts) * len(tw.params) * len(tw.widths)}
+    assert not t.duplicated(["unit", "run"]).any()
+    assert {"status", "kappa", "final_ratio", "rms_final_hidden_L2", "N"} <= set(t.columns)
     assert set(m) == {"profile", "hessian_init", "fwd_pass", "theory_grid", "theory_width"} and m["profile"] == "smoke"
     assert out.json["headline.json"] == m
     # κ and λ_min at the grid corners of the linear configs only, and F3's κ(D), κ(H_theory), |H_theory − H_num|

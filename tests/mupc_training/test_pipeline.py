@@ -49,7 +49,8 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     assert {e["run"]["activity_decay"] for e in index["runs"]} == {0.1, 0.0}
     assert all(e["status"] in ("finished", "diverged", "no_learning") for e in index["runs"])
     meta = json.loads((s5 / "meta.json").read_text())
-    assert len(meta["trained"]) == 2 and meta["mlflow_run_id"] and meta["stage"] == S5
+    rec = repo_copy.run_record(S5, "artifacts/mupc_training/train/S5/meta.json")
+    assert len(rec["execution"]["trained"]) == 2 and rec["mlflow_run_id"] and meta["stage"] == S5
     rc = RunConfig(**index["runs"][0]["run"])
     run = s5 / "runs" / rc.hash()
     cfg = json.loads((run / "config.json").read_text())
@@ -63,7 +64,7 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     client = MlflowClient(tracking_uri=mlflow_uri)
     exp = client.get_experiment_by_name("mupc_training")
     children = client.search_runs([exp.experiment_id],
-                                  f"tags.mlflow.parentRunId = '{ids[meta['mlflow_run_id']]}'")
+                                  f"tags.mlflow.parentRunId = '{ids[rec['mlflow_run_id']]}'")
     assert sorted(c.info.run_name for c in children) == sorted(f"S5/{e['hash']}" for e in index["runs"])
     child = next(c for c in children if c.info.run_name == f"S5/{rc.hash()}")
     assert child.data.params["hash"] == rc.hash() and child.data.tags["run_key"] == rc.key()
@@ -100,8 +101,8 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     # persist + per-run resumption: delete one run, repro recomputes only that run
     shutil.rmtree(run)
     repo_copy.dvc("repro", TRAIN[0])
-    meta = json.loads((s5 / "meta.json").read_text())
-    assert meta["trained"] == [rc.hash()] and meta["summary"]["n_skipped"] == 1
+    rec = repo_copy.run_record(S5, "artifacts/mupc_training/train/S5/meta.json")
+    assert rec["execution"]["trained"] == [rc.hash()] and rec["execution"]["n_skipped"] == 1
     assert (run / "config.json").exists()
 
     # a bad value fails before any compute and deletes nothing

@@ -31,7 +31,7 @@ def test_ray_executor_matches_local_bit_for_bit(tmp_path, monkeypatch, data_mirr
                 ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
                 ctx.mapper = ray_map
             parts, final = drive(ctx, out)
-            assert final.meta["summary"]["n_trained"] == len(runs) == 3
+            assert final.execution["n_trained"] == len(runs) == 3
             outs[name] = out
     finally:
         ray.shutdown()

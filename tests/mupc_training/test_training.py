@@ -297,7 +297,7 @@ def test_resumption_recomputes_only_missing_runs(tmp_path, monkeypatch):
     runs = expand(cfg, "S9")
     assert len(runs) == 3
     parts, final = drive(context(out, cfg, "S9"), out)
-    s1 = final.meta["summary"]
+    s1 = final.execution
     assert s1["n_trained"] == 3 and sum(len(c) for c in calls) == 3 and len(calls) == 2  # max_stack 2
     assert [p.part for p in parts] == [f"runs/{rc.hash()}" for rc in runs]
     for p, rc in zip(parts, runs):  # one MLflow child per run: params, series, final numbers, arrays
@@ -322,13 +322,20 @@ def test_resumption_recomputes_only_missing_runs(tmp_path, monkeypatch):
 
     calls.clear()
     parts, final = drive(context(out, cfg, "S9"), out)
-    assert calls == [] and parts == [] and final.meta["summary"]["n_skipped"] == 3
-    assert final.meta["summary"]["n_trained"] == 0
+    assert calls == [] and parts == [] and final.execution["n_skipped"] == 3
+    assert final.execution["n_trained"] == 0
+    # what an execution did stays out of the outputs: a rerun that trained nothing returns the same meta
+    assert "trained" not in final.meta and "seconds" not in final.meta["summary"]
+    table = final.tables["runs.csv"]  # one row per run of the sweep: settings, status, final numbers
+    assert list(table["hash"]) == [rc.hash() for rc in runs] and len(table) == 3
+    assert {"N", "H", "act_lr", "param_lr", "seed", "status", "precision", "stop_iter", "final_test_acc",
+            "max_test_acc"} <= set(table.columns)
+    assert list(table["status"]) == [e["status"] for e in index["runs"]]
 
     victim = runs[1]
     shutil.rmtree(out / "runs" / victim.hash())
     parts, final = drive(context(out, cfg, "S9"), out)
-    assert calls == [[victim.hash()]] and final.meta["trained"] == [victim.hash()]
+    assert calls == [[victim.hash()]] and final.execution["trained"] == [victim.hash()]
     _compare(read_file(out / "runs" / victim.hash() / "arrays.npz"), first[victim.hash()])  # same numbers alone
     # a run without config.json, or recorded with other settings, counts as unfinished
     (out / "runs" / runs[0].hash() / "config.json").unlink()

@@ -29,12 +29,13 @@ def test_smoke_repro(repo_copy, mlflow_uri: str) -> None:
         meta = json.loads((root / f"artifacts/superposition/train/{v}/meta.json").read_text())
         assert meta["data_sha256"] == {} and meta["profile"] == "smoke"
         assert meta["stage"] == f"superposition_train@{v}"
-        assert set(meta["mlflow_children"]) == {f"{v}-seed{s}" for s in (0, 1, 2, 3, 42)}
-        child = client.get_run(ids[meta["mlflow_children"][f"{v}-seed42"]])
-        assert child.data.tags["mlflow.parentRunId"] == ids[meta["mlflow_run_id"]]
+        rec = repo_copy.run_record(f"superposition_train@{v}", f"artifacts/superposition/train/{v}/meta.json")
+        assert set(rec["mlflow_children"]) == {f"{v}-seed{s}" for s in (0, 1, 2, 3, 42)}
+        child = client.get_run(ids[rec["mlflow_children"][f"{v}-seed42"]])
+        assert child.data.tags["mlflow.parentRunId"] == ids[rec["mlflow_run_id"]]
         assert child.data.params["seed"] == "42" and child.data.params["tied"] == str(v == "tied")
         assert len(client.get_metric_history(child.info.run_id, "loss")) == 2000 // 20 + 1
-        parent = client.get_run(ids[meta["mlflow_run_id"]])
+        parent = client.get_run(ids[rec["mlflow_run_id"]])
         assert parent.data.tags["dvc.stage"] == f"superposition_train@{v}" and "train_seconds" in parent.data.metrics
         figs = json.loads((root / f"reports/figures/superposition/{v}.figures.json").read_text())["figures"]
         assert {f["id"] for f in figs} == {f"superposition/{v}_seed42_{k}" for k in

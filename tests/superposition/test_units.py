@@ -97,6 +97,10 @@ def test_extract_variant_metrics(units: dict) -> None:
     assert m["loss_epoch1"]["42"] == float(losses[0, 1]) and m["final_loss"]["3"] == float(losses[-1, 0])
     assert m["final_loss_min"] == float(losses[-1].min()) <= m["final_loss_median"]
     assert units["outs"][("extract", "tied")].metrics["tied"] is True
+    t = out.tables["runs.csv"]  # one row per seed: settings, status, final numbers
+    assert list(t["seed"]) == [3, 42] and set(t["status"]) == {"finished"} and set(t["variant"]) == {"untied"}
+    assert list(t["final_loss"]) == [m["final_loss"]["3"], m["final_loss"]["42"]]
+    assert {"tied", "epochs", "lr", "represented_features", "directions", "loss_epoch1"} <= set(t.columns)
 
 
 def test_extract_summary_metrics(units: dict, cfg: Superposition) -> None:
@@ -108,8 +112,11 @@ def test_extract_summary_metrics(units: dict, cfg: Superposition) -> None:
     for v in ("untied", "tied"):
         r = m["variants"][v]
         assert set(r["seeds"]) == {"3", "42"} and r["plateau_seeds"] == []  # 400 epochs < the 1000-epoch window
-        assert r["train_seconds"] == units["store"][("train", v)]["summary.json"]["train_seconds"]
+        assert "train_seconds" not in r and "train_seconds" not in units["store"][("train", v)]["summary.json"]
         assert out.run_metrics[f"{v}_plateau_seeds"] == 0
+    t = out.tables["runs.csv"]  # one row per variant and seed
+    assert len(t) == 2 * 2 and list(t["variant"]) == ["untied", "untied", "tied", "tied"]
+    assert list(t["plateau"]) == [False] * 4 and set(t["status"]) == {"finished"}
 
 
 def test_detect_all_flattens_the_first_plateau() -> None:

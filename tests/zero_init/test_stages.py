@@ -30,7 +30,7 @@ def fake_result(key: str, cfg: ZeroInitParams, ranks: list[int]) -> dict:
             "iters": iters, "rank_w3_minus_i": ranks, "rank_w3_minus_w3_0": [min(r, run.n_h) for r in ranks],
             "test": [{"epoch": 1, "iteration": iters[-1], "lr": 0.1, "test_acc": 78.5, "test_loss": 0.7,
                       "rank_w3_minus_i": ranks[-1]}],
-            "iterations": iters[-1], "diverged": False, "seconds": {"total": 1.234, "rank": 0.5},
+            "iterations": iters[-1], "diverged": False,
             "first_iter_rank_above_input_dim": next((i for i, r in zip(iters, ranks) if r > 784), None)}
 
 
@@ -54,10 +54,14 @@ def test_summary_has_the_trained_runs_and_names_the_undrawn(smoke):
                   "final_rank_w3_minus_i": 200, "final_rank_w3_minus_w3_0": 200, "max_rank_w3_minus_i": 200,
                   "final_test_acc": 78.5, "test_acc_per_epoch": [78.5], "lr_per_epoch": [0.1],
                   "rank_w3_minus_i_per_epoch": [200], "rank_w3_minus_i_before_lr_decay": None,
-                  "first_iter_rank_above_input_dim": None, "diverged": False, "train_seconds": 1.23}
+                  "first_iter_rank_above_input_dim": None, "diverged": False}
     assert m["runs"]["seed_random_1024"]["first_iter_rank_above_input_dim"] == 0
     assert "skipped" not in m, "runs no figure of the profile draws are not units, so nothing is skipped"
     assert out.run_metrics["seed_random_1024.final_rank_w3_minus_i"] == 1024
+    table = out.tables["runs.csv"]  # one row per trained run: settings, status, final numbers
+    assert list(table["run"]) == smoke.train_runs() and set(table["status"]) == {"finished"}
+    assert list(table.columns) == ["run", *extract.TABLE_SETTINGS, "status", *extract.TABLE_FINALS]
+    assert table.set_index("run").loc["seed_pi_256", "final_rank_w3_minus_i"] == 200
 
 
 def test_rank_before_lr_decay_is_the_last_epoch_at_the_base_lr(smoke):

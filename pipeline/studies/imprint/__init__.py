@@ -41,7 +41,7 @@ STUDY = Study(
         Family("extract", entry="pipeline.studies.imprint.extract",
                units=lambda cfg: [*cfg.summary, *cfg.spread_units()],
                params=lambda cfg, unit: ("spread",) if unit == SPREAD else ("glyph", "glyph_scale", "summary.{unit}"),
-               metrics=True, reads=_extract_reads),
+               metrics=True, reads=_extract_reads, tables=("runs.csv",)),
         Family("render", entry="pipeline.studies.imprint.figures",
                units=lambda cfg: [*cfg.figures, *cfg.spread_units()],
                params=lambda cfg, unit: ("spread",) if unit == SPREAD else ("figures.{unit}",), reads=_render_reads),

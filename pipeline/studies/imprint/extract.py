@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pipeline.contract import Context, Output
 from pipeline.studies.imprint.config import SPREAD, ImprintParams
@@ -13,6 +14,35 @@ from pipeline.studies.imprint.glyph import glyph_info, provenance
 
 RUN_KEYS = ("init", "optimizer", "precision", "ns_precision", "epochs", "final_test_acc", "final_train_acc",
             "spectral_norm_initial", "spectral_norm_final")
+# the per-run table's settings columns (from a run's metrics.json), before its status and final numbers
+TABLE_SETTINGS = ("init", "optimizer", "init_seed", "data_seed", "precision", "ns_precision", "epochs", "lr",
+                  "momentum", "batch_size", "n_train", "n_test", "glyph", "glyph_scale")
+
+
+def status(train_loss: list[float]) -> str:
+    """``finished``, or ``failed`` when the training loss became non-finite (the child run's FAILED)."""
+    return "finished" if np.all(np.isfinite(train_loss)) else "failed"
+
+
+def runs_table(metrics: dict[str, dict[str, Any]], finals: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: its settings, status and final numbers (``finals``: the summary's per-run numbers)."""
+    rows = [{"run": key, **{k: m[k] for k in TABLE_SETTINGS}, "status": status(m["train_loss"]),
+             **{k: v for k, v in finals[key].items() if k not in TABLE_SETTINGS}} for key, m in metrics.items()]
+    return pd.DataFrame(rows)
+
+
+def spread_table(spread: dict[str, Any], epoch: int = 1) -> pd.DataFrame:
+    """One row per (init seed, optimiser) of the spread: settings, status, test accuracy after ``epoch``
+    and at the end."""
+    rows = []
+    for seed, by_opt in spread["test_acc"].items():
+        for opt, acc in by_opt.items():
+            rows.append({"run": f"seed_spread-init{seed}-{opt}", "init": spread["init"], "optimizer": opt,
+                         "init_seed": int(seed), "data_seed": spread["data_seed"], "precision": spread["precision"],
+                         "ns_precision": spread["ns_precision"], "epochs": spread["epochs"],
+                         "n_train": spread["n_train"], "status": status(acc),
+                         f"test_acc_epoch{epoch}": acc[epoch], "final_test_acc": acc[-1]})
+    return pd.DataFrame(rows)
 
 
 def glyph_contrast(w2: np.ndarray, bitmap: np.ndarray) -> np.ndarray:
@@ -45,11 +75,12 @@ def spread_metrics(spread: dict[str, Any], epoch: int = 1) -> dict[str, Any]:
 
 
 def extract_spread(ctx: Context) -> Output:
-    m = {"profile": ctx.profile, **spread_metrics(ctx.read("train", SPREAD, "spread.json"))}
+    spread = ctx.read("train", SPREAD, "spread.json")
+    m = {"profile": ctx.profile, **spread_metrics(spread)}
     a, u, g = m["adam"], m["muon"], m["gap"]
     ctx.log(f"epoch-1 test acc over {len(m['init_seeds'])} init seeds: Adam {a['min']:.4f}..{a['max']:.4f}, "
             f"Muon {u['min']:.4f}..{u['max']:.4f}, gap {g['min']:+.4f}..{g['max']:+.4f}")
-    return Output(json={"spread.json": m}, metrics=m,
+    return Output(json={"spread.json": m}, metrics=m, tables={"runs.csv": spread_table(spread)},
                   run_metrics={f"{k}.{s}": m[k][s] for k in ("adam", "muon", "gap") for s in ("min", "median", "max")})
 
 
@@ -57,11 +88,11 @@ def extract(ctx: Context, unit: str) -> Output:
     cfg: ImprintParams = ctx.cfg
     if unit == SPREAD:
         return extract_spread(ctx)
-    runs = {}
+    runs, metrics = {}, {}
     for key in cfg.summary[unit].runs:
-        m = ctx.read("train", key, "metrics.json")
+        m = metrics[key] = ctx.read("train", key, "metrics.json")
         runs[key] = {k: m[k] for k in RUN_KEYS}
-        runs[key].update(test_acc_epoch1=m["test_acc"][1], train_acc_epoch1=m["train_acc"][1], seconds=m["seconds"])
+        runs[key].update(test_acc_epoch1=m["test_acc"][1], train_acc_epoch1=m["train_acc"][1])
         if m["init"] == "glyph":  # how much of the stamped glyph W2 still holds after training
             a = ctx.read("train", key, "arrays.npz")
             c = glyph_contrast(a["w2"], a["glyph_bitmap"])
@@ -75,4 +106,5 @@ def extract(ctx: Context, unit: str) -> Output:
         ctx.log(f"{key}: test acc epoch 1 {r['test_acc_epoch1']:.4f}, final {r['final_test_acc']:.4f}; "
                 f"||W2||_2 {r['spectral_norm_initial']:.3f} -> {r['spectral_norm_final']:.3f}")
     return Output(json={"summary.json": summary}, metrics=summary, meta={"runs": list(runs), "glyph": provenance(g)},
+                  tables={"runs.csv": runs_table(metrics, runs)},
                   run_metrics={**flat, "glyph.spectral_norm_scaled": g["spectral_norm_scaled"]})

@@ -40,7 +40,7 @@ STUDY = Study(
         Family("train", entry="pipeline.studies.superposition.train", units=lambda cfg: list(cfg.variants),
                params=TRAIN_KEYS),
         Family("extract", entry="pipeline.studies.superposition.extract", units=lambda cfg: cfg.units(),
-               params=_extract_keys, reads=_trained, metrics=True),
+               params=_extract_keys, reads=_trained, metrics=True, tables=("runs.csv",)),
         Family("render", entry="pipeline.studies.superposition.figures", units=lambda cfg: cfg.units(),
                params=_render_keys,
                reads=lambda cfg, unit: _trained(cfg, unit) + ([("extract", SUMMARY)] if unit == SUMMARY else [])),

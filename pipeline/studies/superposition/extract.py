@@ -6,11 +6,19 @@ detections are also the file the loss-curve figure draws (``plateaus.json``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import pandas as pd
 
 from pipeline.contract import Context, Output
 from pipeline.studies.superposition.config import SUMMARY, Plateau, Superposition
 from pipeline.studies.superposition.plateau import detect_plateaus
+
+
+def status(losses: Any) -> str:
+    """``finished``, or ``failed`` when the loss became non-finite (the seed's child run is FAILED)."""
+    return "finished" if np.isfinite(losses).all() else "failed"
 
 
 def detect_all(plateau: Plateau, losses: np.ndarray, seeds: list[int]) -> dict[str, dict]:
@@ -68,13 +76,17 @@ def summary(ctx: Context) -> Output:
     for v in cfg.variants:
         h = ctx.read("train", v, "history.npz")
         detected = detect_all(p, h["losses"], [int(s) for s in h["seeds"]])
-        variants[v] = {"plateau_seeds": [int(s) for s, r in detected.items() if r["plateau"]],
-                       "train_seconds": ctx.read("train", v, "summary.json")["train_seconds"], "seeds": detected}
+        variants[v] = {"plateau_seeds": [int(s) for s, r in detected.items() if r["plateau"]], "seeds": detected}
         ctx.log(f"{v}: plateau-then-drop in seeds {variants[v]['plateau_seeds']}")
     metrics = {"profile": ctx.profile, "epochs": cfg.train.epochs, "lr_schedule": cfg.lr_schedule,
                "detector": {"tol": p.tol, "window": p.window, "min_drop": p.min_drop, "drop_window": p.drop_window},
                "variants": variants}
-    return Output(json={"plateaus.json": metrics}, metrics=metrics,
+    rows = [{"variant": v, "tied": cfg.variants[v].tied, "seed": int(seed), "epochs": cfg.train.epochs,
+             "lr": cfg.lr, "lr_schedule": cfg.lr_schedule, "status": status(r["final_loss"]),
+             **{k: r[k] for k in ("final_loss", "plateau", "plateau_loss", "plateau_start_epoch", "plateau_end_epoch",
+                                  "plateau_drop_epoch")}, "plateaus": len(r["plateaus"])}
+            for v, d in variants.items() for seed, r in d["seeds"].items()]
+    return Output(json={"plateaus.json": metrics}, metrics=metrics, tables={"runs.csv": pd.DataFrame(rows)},
                   run_metrics={f"{v}_plateau_seeds": len(r["plateau_seeds"]) for v, r in variants.items()})
 
 
@@ -85,6 +97,11 @@ def extract(ctx: Context, unit: str) -> Output:
     seeds = [int(s) for s in h["seeds"]]
     metrics = variant_losses(unit, ctx.cfg.variants[unit].tied, seeds, h["losses"])
     metrics["final_geometry"] = variant_geometry(seeds, h["w_e"], h["losses"])
-    return Output(json={"losses.json": metrics}, metrics=metrics,
+    cfg: Superposition = ctx.cfg
+    rows = [{"variant": unit, "tied": cfg.variants[unit].tied, "seed": s, "epochs": metrics["epochs"], "f": cfg.f,
+             "n": cfg.n, "lr": cfg.lr, "lr_schedule": cfg.lr_schedule, "status": status(h["losses"][:, i]),
+             "final_loss": metrics["final_loss"][str(s)], "loss_epoch1": metrics["loss_epoch1"][str(s)],
+             **metrics["final_geometry"][str(s)]} for i, s in enumerate(seeds)]
+    return Output(json={"losses.json": metrics}, metrics=metrics, tables={"runs.csv": pd.DataFrame(rows)},
                   run_metrics={"final_loss_min": metrics["final_loss_min"],
                                "final_loss_median": metrics["final_loss_median"]})

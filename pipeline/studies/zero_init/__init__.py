@@ -38,7 +38,7 @@ STUDY = Study(
         Family("train", entry="pipeline.studies.zero_init.train", units=lambda cfg: cfg.train_runs(),
                params=train_keys, datasets=lambda cfg, unit: (cfg.dataset,)),
         Family("extract", entry="pipeline.studies.zero_init.extract", units=lambda cfg: list(cfg.summaries),
-               params=extract_keys, metrics=True,
+               params=extract_keys, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", r) for r in cfg.train_runs()]),
         Family("render", entry="pipeline.studies.zero_init.figures", units=lambda cfg: list(cfg.figures),
                params=render_keys, reads=lambda cfg, unit: [("train", r) for r in cfg.figures[unit].runs]),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 from pipeline.contract import Context, Output
 from pipeline.studies.zero_init.config import ZeroInitParams
 
@@ -35,8 +37,19 @@ def run_summary(r: dict[str, Any]) -> dict[str, Any]:
         "rank_w3_minus_i_before_lr_decay": rank_before_lr_decay(r),
         "first_iter_rank_above_input_dim": r["first_iter_rank_above_input_dim"],
         "diverged": r["diverged"],
-        "train_seconds": round(r["seconds"]["total"], 2),
     }
+
+
+TABLE_SETTINGS = ("init", "n_h", "setting", "bias", "lr_step_size", "lr_gamma", "epochs", "train_images")
+TABLE_FINALS = ("iterations", "final_rank_w3_minus_i", "final_rank_w3_minus_w3_0", "max_rank_w3_minus_i",
+                "final_test_acc", "rank_w3_minus_i_before_lr_decay", "first_iter_rank_above_input_dim")
+
+
+def runs_table(runs: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per trained run: its settings, status (``finished`` or ``diverged``) and final numbers."""
+    return pd.DataFrame([{"run": key, **{k: r[k] for k in TABLE_SETTINGS},
+                          "status": "diverged" if r["diverged"] else "finished", **{k: r[k] for k in TABLE_FINALS}}
+                         for key, r in runs.items()])
 
 
 def extract(ctx: Context, unit: str) -> Output:
@@ -49,4 +62,5 @@ def extract(ctx: Context, unit: str) -> Output:
                 f"first iteration above {cfg.input_dim_line}: {v['first_iter_rank_above_input_dim']}")
     run_metrics = {f"{k}.{m}": v[m] for k, v in runs.items() for m in ("final_rank_w3_minus_i", "final_test_acc")}
     return Output(json={"summary.json": summary}, metrics=summary, meta={"runs": list(runs)},
+                  tables={"runs.csv": runs_table(runs)},
                   run_metrics=run_metrics)

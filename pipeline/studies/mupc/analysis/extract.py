@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from pipeline.contract import Context, Output
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
@@ -89,6 +90,78 @@ def theory_width_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, An
     return out
 
 
+def finite_status(*values: Any) -> str:
+    """``finished``, or ``failed`` when a final number is not finite (a diverged or overflowed run)."""
+    return "finished" if all(np.isfinite(np.asarray(v, dtype=float)).all() for v in values) else "failed"
+
+
+def hessian_rows(read: Reader, cfg: MupcAnalysisParams) -> list[dict[str, Any]]:
+    """One row per (config, N, H) cell of the Hessian at init: its settings and extremes."""
+    rows = []
+    for c in hessian_configs(cfg.hessian):
+        for x in read(f"{hessian_key(c)}/summary.json")["cells"]:
+            rows.append({"unit": "hessian_init", "run": f"{hessian_key(c)}/N{x['N']}_H{x['H']}", **c,
+                         "N": x["N"], "H": x["H"], "status": finite_status(x["kappa"]),
+                         **{k: x[k] for k in ("lambda_max", "lambda_min", "kappa")}})
+    return rows
+
+
+def fwd_rows(read: Reader, cfg: MupcAnalysisParams) -> list[dict[str, Any]]:
+    """One row per (act, optimiser, variant, N, L) of the forward pass: activity RMS and ‖W‖₂ of layer
+    L/2 at the first and the last recorded step."""
+    fp = cfg.fwd_pass
+    rows = []
+    for act in fp.acts:
+        for optim in fp.optims:
+            for v in fp.variants:
+                d = read(f"{fwd_key(act, optim, v)}/fwd_pass.npz")
+                rms, spec = d["avg_activity_l2_per_N_L"], d["param_spectral_norms_per_N_L"]
+                for i, N in enumerate(fp.widths):
+                    for j, L in enumerate(fp.depths):
+                        last = (float(rms[2, -1, i, j]), float(spec[2, -1, i, j]))
+                        rows.append({"unit": "fwd_pass", "run": f"{fwd_key(act, optim, v)}/N{N}_L{L}", "act": act,
+                                     "optim": optim, "variant": v, "N": N, "L": L, "lr": fp.lr, "seed": fp.seed,
+                                     "status": finite_status(*last), "rms_t0_hidden_L2": float(rms[2, 0, i, j]),
+                                     "rms_final_hidden_L2": last[0], "spectral_t0_hidden_L2": float(spec[2, 0, i, j]),
+                                     "spectral_final_hidden_L2": last[1]})
+    return rows
+
+
+def theory_row(unit: str, d: dict[str, np.ndarray], **settings: Any) -> dict[str, Any]:
+    """One theory run: its settings, ℒ, F* and ℒ/F* at the first and the last iteration."""
+    row = {"unit": unit, "run": theory_key(settings["act"], settings["param"], settings["N"], settings["H"]),
+           **settings, "status": finite_status(d["train_losses"][-1], d["train_energies"][-1]),
+           "ratio_t0": float(d["loss_energy_ratios"][0]), "final_ratio": float(d["loss_energy_ratios"][-1]),
+           "final_train_loss": float(d["train_losses"][-1]), "final_train_energy": float(d["train_energies"][-1])}
+    if "eq_residuals" in d:
+        row["max_eq_residual"] = float(np.max(d["eq_residuals"]))
+    return row
+
+
+def theory_rows(unit: str, read: Reader, cfg: MupcAnalysisParams) -> list[dict[str, Any]]:
+    if unit == "theory_grid":
+        tg = cfg.theory_grid
+        return [theory_row(unit, read(f"{theory_key('linear', p, N, H)}/theory.npz"), act="linear", param=p, N=N,
+                           H=H, param_lr=lr, iters=tg.iters, seed=tg.seed)
+                for p, lr in tg.param_lrs.items() for N in tg.widths for H in tg.depths]
+    tw = cfg.theory_width
+    return [theory_row(unit, read(f"{theory_key(a, p, N, tw.depth)}/theory.npz"), act=a, param=p, N=N, H=tw.depth,
+                       param_lr=tw.param_lr, iters=tw.iters, seed=tw.seed)
+            for a in tw.acts for p in tw.params for N in tw.widths]
+
+
+def runs_table(ctx: Context, cfg: MupcAnalysisParams) -> pd.DataFrame:
+    """Every run of the train units in one long table (``unit`` tells them apart; a column a unit does not
+    have is empty): Hessian cells, forward-pass cells, theory nets."""
+    rows: list[dict[str, Any]] = []
+    for u in cfg.train_units:
+        def read(name: str, u: str = u) -> Any:
+            return ctx.read("train", u, name)
+        rows += (hessian_rows(read, cfg) if u == "hessian_init" else fwd_rows(read, cfg) if u == "fwd_pass"
+                 else theory_rows(u, read, cfg))
+    return pd.DataFrame(rows)
+
+
 HEADLINES = {"hessian_init": hessian_headline, "fwd_pass": fwd_headline, "theory_grid": theory_grid_headline,
              "theory_width": theory_width_headline}
 
@@ -101,4 +174,5 @@ def extract(ctx: Context, unit: str) -> Output:
     flat = {f"{u}/{group}/{cell}": v for u in cfg.train_units for group, cells in data[u].items()
             for cell, v in cells.items() if math.isfinite(v)}
     ctx.log(f"{len(flat)} headline numbers of {cfg.train_units}")
-    return Output(json={"headline.json": data}, metrics=data, run_metrics=flat)
+    return Output(json={"headline.json": data}, metrics=data, run_metrics=flat,
+                  tables={"runs.csv": runs_table(ctx, cfg)})

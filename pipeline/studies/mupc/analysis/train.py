@@ -51,8 +51,9 @@ def hessian_spec(c: dict[str, Any], N: int, H: int, legacy: bool) -> NetSpec:
 
 
 def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: bool, full: bool,
-                 device: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """One (config, N, H) cell: weights, extremes (+ full spectra where asked), κ, method per number."""
+                 device: str) -> tuple[dict[str, np.ndarray], dict[str, Any], float]:
+    """One (config, N, H) cell: weights, extremes (+ full spectra where asked), κ, method per number; and
+    the seconds its eigenvalues took (for MLflow: a cell's record holds only what its settings determine)."""
     spec = hessian_spec(c, N, H, legacy)
     w = init_weights(spec, [c["seed"]], dtype=torch.float64)
     x = hessian.hessian_input(N, c["seed"])
@@ -72,7 +73,8 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
         ex = hessian.extremes(blocks, tol=hp.lanczos_tol, dense_max_n=hp.dense_max_n)
         lmax, lmin, mmax, mmin = ex.lambda_max, ex.lambda_min, ex.method_max, ex.method_min
     info.update(lambda_max=lmax, lambda_min=lmin, kappa=hessian.cond_num(lmax, lmin), method_lambda_max=mmax,
-                method_lambda_min=mmin, full_spectrum=full, eig_seconds=time.perf_counter() - t0)
+                method_lambda_min=mmin, full_spectrum=full)
+    eig_seconds = time.perf_counter() - t0  # wall clock: the config's MLflow run, never the cell's record
     if hp.autodiff_check_max_n >= N * H:
         terms = EnergyTerms(activity_decay=c["activity_decay"])
 
@@ -130,7 +132,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
     if hp.save_weights:
         arrays.update(w_in=w.w_in[0].numpy(), w_hid=w.w_hid[0].numpy(), w_out=w.w_out[0].numpy(), x=x.numpy())
     arrays.update(lambda_max=np.float64(lmax), lambda_min=np.float64(lmin), kappa=np.float64(info["kappa"]))
-    return arrays, info
+    return arrays, info, eig_seconds
 
 
 def is_slice(N: int, H: int, hp: HessianParams) -> bool:
@@ -157,9 +159,10 @@ def train_hessian(ctx: Context, cfg: MupcAnalysisParams) -> Iterator[Output]:
                             "autodiff_check_max_n": hp.autodiff_check_max_n}
                 done = ctx.previous(f"{part}/cell.json")
                 if done is not None and done.get("settings") == settings:
-                    info = done["info"]
+                    info = {k: v for k, v in done["info"].items() if k != "eig_seconds"}  # cells written before
                 else:
-                    arrays, info = hessian_cell(c, N, H, hp, legacy, full, ctx.device)
+                    arrays, info, metrics[f"eig_seconds_N{N}_H{H}"] = hessian_cell(c, N, H, hp, legacy, full,
+                                                                                   ctx.device)
                     yield Output(part=part, json={"cell.json": {"settings": settings, "info": info}},
                                  arrays={"cell.npz": arrays})
                 cells.append(info)

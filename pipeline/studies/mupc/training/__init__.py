@@ -31,7 +31,8 @@ STUDY = Study(
     schema=TrainingParams,
     families=(
         Family("train", entry="pipeline.studies.mupc.training.train", units=lambda cfg: list(cfg.sweep_ids),
-               params=train_keys, datasets=lambda cfg, unit: cfg.sweeps[unit].datasets(), resumable=True),
+               params=train_keys, datasets=lambda cfg, unit: cfg.sweeps[unit].datasets(), resumable=True,
+               tables=("runs.csv",)),
         Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(cfg.figures.families),
                params=render_keys, metrics=True,
                reads=lambda cfg, unit: [("train", s) for s in cfg.figures.families[unit].sweeps]),

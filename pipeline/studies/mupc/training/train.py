@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from pipeline.contract import Context, Output, Run
@@ -37,6 +38,31 @@ from pipeline.studies.mupc.training.sweeps import (
 from pipeline.studies.mupc.training.trainer import DataSet, RunResult, load_dataset, train_group
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def final_numbers(a: Any) -> dict[str, float]:
+    """A run's final numbers from its arrays: last and best test accuracy, lowest training loss."""
+    out: dict[str, float] = {}
+    if len(a["test_accs"]):
+        out["final_test_acc"] = float(a["test_accs"][-1])
+        out["max_test_acc"] = float(np.max(a["test_accs"]))
+    tl = a["batch_train_losses"]
+    if len(tl) and np.isfinite(tl).any():
+        out["min_train_loss"] = float(np.nanmin(np.where(np.isfinite(tl), tl, np.nan)))
+    return out
+
+
+def runs_table(ctx: Context, runs: list[RunConfig], records: dict[str, dict[str, Any] | None]) -> pd.DataFrame:
+    """The sweep's per-run table: one row per run of the profile, its RunConfig, key, status, the
+    precision it trained in, iterations and final numbers (empty for a run not trained)."""
+    rows = []
+    for rc in runs:
+        rec = records.get(rc.hash()) or {}
+        arrays = ctx.previous(f"{run_part(rc)}/{ARRAYS_FILE}") if rec else None
+        rows.append({"hash": rc.hash(), "key": rc.key(), **rc.as_params(), "status": rec.get("status", "missing"),
+                     "dtype": rec.get("dtype"), "precision": rec.get("precision"), "stop_iter": rec.get("stop_iter"),
+                     **(final_numbers(arrays) if arrays is not None else {})})
+    return pd.DataFrame(rows)
 
 
 def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int,
@@ -65,12 +91,9 @@ def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int,
         total = max(int(res.stop_iter), 1)
         series = {k: (steps, vals, [start + (end - start) * min(int(st), total) / total for st in steps])
                   for k, (steps, vals) in series.items()}
-    final: dict[str, float] = {"iterations": res.stop_iter}
-    if len(a["test_accs"]):
-        final["final_test_acc"] = float(a["test_accs"][-1])
-        final["max_test_acc"] = float(np.max(a["test_accs"]))
-    if len(tl) and np.isfinite(tl).any():
-        final["min_train_loss"] = float(np.nanmin(np.where(np.isfinite(tl), tl, np.nan)))
+    final: dict[str, float] = {"iterations": res.stop_iter, **final_numbers(a)}
+    if span is not None:
+        final["group_seconds"] = span[1] - span[0]  # wall clock: MLflow only, never in the run's record
     return Run(f"{unit}/{rc.hash()}", params, tags={"run_key": rc.key(), "status": res.status}, metrics=final,
                series=series, artifacts=[ARRAYS_FILE], failed=None if res.status == "finished" else res.status)
 
@@ -167,7 +190,11 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
                 f"{group[0].dataset} in {seconds:.1f} s; {dict(st)}")
     records = {rc.hash(): ctx.previous(f"{run_part(rc)}/{CONFIG_FILE}") for rc in runs}
     statuses = Counter(rec["status"] if rec else "missing" for rec in records.values())
-    summary = {"n_runs": len(runs), "n_trained": len(trained), "n_skipped": len(runs) - len(todo),
-               "seconds": time.time() - t0, **{f"n_{k}": v for k, v in statuses.items()}}
+    summary = {"n_runs": len(runs), **{f"n_{k}": v for k, v in statuses.items()}}
+    # what this execution did (which runs it trained, how long it took) depends on what an earlier one
+    # left: the run record and MLflow, never meta.json, so a rerun leaves the sweep's outputs as they were
+    execution = {"trained": trained, "n_trained": len(trained), "n_skipped": len(runs) - len(todo)}
     return Output(json={INDEX_FILE: sweep_index(unit, ctx.profile, runs, records)},
-                  meta={"trained": trained, "summary": summary}, run_metrics=summary)
+                  tables={"runs.csv": runs_table(ctx, runs, records)}, meta={"summary": summary},
+                  execution=execution, run_metrics={**summary, "n_trained": len(trained),
+                                                    "n_skipped": len(runs) - len(todo), "seconds": time.time() - t0})

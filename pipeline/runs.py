@@ -1,0 +1,108 @@
+"""Which MLflow runs made the outputs on disk: one small untracked record per stage.
+
+A stage's DVC outputs hold only what its inputs determine (no run ids, journal keys or wall-clock
+times), so a forced rerun with the same code, params and data rewrites them byte for byte and leaves
+everything downstream cached. The link from an output to the runs that made it lives here instead:
+``<journal root>/runs/<stage>.json`` (``.trainscape/runs/`` beside ``.trainscape/journal/``, under
+``DVC_ROOT`` for queued experiments; ignored by git and DVC). It maps the fingerprint of the
+output's record (``meta.json`` of a train/extract unit, the figures sidecar of a render unit) to the
+run key of the execution that wrote it, its child runs and what that execution did (:attr:`Output.execution`).
+Keyed by fingerprint, a record never links an output to a run that did not make those bytes: after
+``dvc pull`` of results built elsewhere (or ``dvc checkout`` of older ones) there is no matching record,
+and the gallery says "run not recorded here".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipeline.io import read_json, write_json
+from pipeline.tracking import journal_dir
+
+KEEP = 16  # fingerprints kept per stage (the latest executions with different outputs)
+
+
+def runs_dir() -> Path:
+    """``.trainscape/runs`` beside the journal (``TRAINSCAPE_JOURNAL`` moves both)."""
+    return journal_dir().parent / "runs"
+
+
+def record_path(stage: str) -> Path:
+    return runs_dir() / f"{stage}.json"
+
+
+def fingerprint(obj: Any) -> str:
+    """sha256 of an output record's content (parsed JSON, canonical form): the same on the writer's side
+    and on a reader's, whatever the file's formatting."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _load(stage: str) -> dict[str, Any]:
+    path = record_path(stage)
+    try:
+        return read_json(path) if path.exists() else {}
+    except (OSError, ValueError):  # a damaged record only loses links, never outputs
+        return {}
+
+
+def record(stage: str, output: Mapping[str, Any], run: Mapping[str, Any], *, part: str | None = None) -> None:
+    """Link ``output`` (the record just written) to ``run`` (``mlflow_run_id`` = run key, experiment,
+    children, execution). ``part``: a part of a resumable unit, kept under ``parts`` by name."""
+    data = _load(stage)
+    entry = {**run, "recorded": int(time.time() * 1000)}
+    if part is not None:
+        data.setdefault("parts", {})[part] = {"fingerprint": fingerprint(output), **entry}
+    else:
+        runs = data.get("runs", {})
+        runs.pop(fingerprint(output), None)
+        runs[fingerprint(output)] = entry  # latest last
+        data["runs"] = dict(list(runs.items())[-KEEP:])
+    write_json(record_path(stage), {"stage": stage, **data})
+
+
+def lookup(stage: str, output: Mapping[str, Any] | None = None, *, fp: str | None = None) -> dict[str, Any] | None:
+    """The run that wrote ``output`` (or the output of fingerprint ``fp``); None when this workspace did
+    not record it (results pulled from elsewhere, or built before records existed)."""
+    fp = fp or (fingerprint(output) if output is not None else None)
+    return _load(stage).get("runs", {}).get(fp or "")
+
+
+def part_children(stage: str, parts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """The child runs of the parts of a resumable unit (``parts``: name → its ``meta.json``) that this
+    workspace recorded, this execution's and earlier ones'."""
+    recorded = _load(stage).get("parts", {})
+    out: dict[str, str] = {}
+    for name, meta in sorted(parts.items()):
+        rec = recorded.get(name)
+        if rec and rec.get("fingerprint") == fingerprint(meta):
+            out.update(rec.get("mlflow_children", {}))
+    return out
+
+
+def with_runs(sidecar: Mapping[str, Any]) -> dict[str, Any]:
+    """A render unit's figures sidecar with each figure's run key (``mlflow_run_id``, ``mlflow_run_key``)
+    and its sources' keys and children, from the records; ``run_recorded: False`` where the workspace
+    holds no record of the execution that wrote it."""
+    rec = lookup(str(sidecar.get("stage", "")), sidecar)
+    figures = []
+    for entry in sidecar.get("figures", []):
+        out = {**entry, "mlflow_run_id": rec.get("mlflow_run_id") if rec else None, "run_recorded": rec is not None}
+        if rec is not None:
+            out["mlflow_run_key"] = rec.get("mlflow_run_id")
+            if rec.get("mlflow_experiment_id"):
+                out["mlflow_experiment_id"] = rec["mlflow_experiment_id"]
+        sources = []
+        for src in entry.get("sources", []):
+            srec = lookup(str(src.get("stage", "")), fp=src.get("meta_sha256"))
+            sources.append({**src, "mlflow_run_id": srec.get("mlflow_run_id") if srec else None,
+                            "children": srec.get("mlflow_children", {}) if srec else {}})
+        if "sources" in entry:
+            out["sources"] = sources
+        figures.append(out)
+    return {**sidecar, "figures": figures}

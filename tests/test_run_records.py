@@ -1,0 +1,76 @@
+"""Outputs hold what the inputs determine; the run that wrote them is in an untracked run record."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from pipeline import runs as run_records
+from pipeline.contract import Output, Run
+from pipeline.io import read_json
+from pipeline.records import write_unit
+from pipeline.report import build_manifest, gallery_html, link_runs
+from pipeline.tracking import Tracker, pending
+
+
+def _unit(tmp_path, key: str) -> tuple[bytes, bytes, str | None, dict]:
+    with Tracker("s", "s_train@u", {}) as tr:
+        write_unit("s", "train", "u", Output(json={"a.json": {"x": 1.5}}, runs=[Run("seed0", metrics={"t": 2.0})],
+                                             tables={"runs.csv": pd.DataFrame([{"run": "seed0", "x": 0.1}])},
+                                             execution={"trained": [key]}),
+                   tr, {"stage": "s_train@u", "git_commit": "c"}, in_place=False)
+    out = tmp_path / "artifacts/s/train/u"
+    return (out / "meta.json").read_bytes(), (out / "runs.csv").read_bytes(), tr.parent.run_id, read_json(
+        out / "meta.json")
+
+
+def test_a_rerun_writes_the_same_bytes_and_records_its_own_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    meta1, csv1, key1, _ = _unit(tmp_path, "first")
+    meta2, csv2, key2, meta = _unit(tmp_path, "second")
+    assert (meta1, csv1) == (meta2, csv2) and key1 != key2
+    assert csv1 == b"run,x\nseed0,0.1\n"
+    rec = run_records.lookup("s_train@u", meta)
+    assert rec["mlflow_run_id"] == key2 and set(rec["mlflow_children"]) == {"seed0"}
+    assert rec["execution"] == {"trained": ["second"]}
+    assert run_records.record_path("s_train@u").parent == tmp_path / "runs"  # beside the journal (conftest)
+    assert len(pending()) == 2  # both executions are journaled for MLflow
+
+
+def test_a_table_is_named_csv(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    with Tracker("s", "s_train@u", {}, enabled=False) as tr, pytest.raises(ValueError, match="CSV"):
+        write_unit("s", "train", "u", Output(tables={"runs.txt": pd.DataFrame([{"a": 1}])}), tr, {"stage": "s"},
+                   in_place=False)
+
+
+def _sidecar(stage: str = "s_render@f") -> dict:
+    return {"stage": stage, "figures": [
+        {"id": "s/f", "study": "s", "files": ["reports/figures/s/f/f.png"], "params_hash": "p" * 64,
+         "git_commit": "c" * 40, "data_sha256": {}, "profile": "smoke", "seed_figure": "Fig 1",
+         "sources": [{"stage": "s_train@u", "meta_sha256": run_records.fingerprint({"stage": "s_train@u"})}]}]}
+
+
+def test_the_report_links_recorded_runs_and_says_when_a_run_is_not_recorded_here(tmp_path):
+    car = _sidecar()
+    pulled = link_runs(build_manifest([run_records.with_runs(car)]), {})
+    assert pulled["figures"][0]["mlflow_run_id"] is None
+    assert "run not recorded here" in gallery_html(pulled)
+    run_records.record("s_render@f", car, {"mlflow_run_id": "k" * 32, "mlflow_children": {}})
+    run_records.record("s_train@u", {"stage": "s_train@u"}, {"mlflow_run_id": "t" * 32,
+                                                             "mlflow_children": {"seed0": "c" * 32}})
+    runs = {"k" * 32: {"run_id": "R" * 32, "experiment_id": "7"}, "c" * 32: {"run_id": "C" * 32, "experiment_id": "7"}}
+    fig = link_runs(build_manifest([run_records.with_runs(car)]), runs)["figures"][0]
+    assert (fig["mlflow_run_id"], fig["mlflow_run_key"], fig["mlflow_experiment_id"]) == ("R" * 32, "k" * 32, "7")
+    assert fig["sources"][0]["children"] == {"seed0": "C" * 32}
+    other = _sidecar()
+    other["figures"][0]["params_hash"] = "q" * 64  # another build's sidecar (e.g. dvc checkout): not this run's
+    assert run_records.with_runs(other)["figures"][0]["run_recorded"] is False
+
+
+def test_the_gallery_links_the_tables():
+    manifest = {"figures": [], "tables": [{"id": "s/summary/runs.csv", "study": "s", "stage": "s_extract@summary",
+                                           "file": "artifacts/s/extract/summary/runs.csv", "rows": 3,
+                                           "columns": ["run", "status"]}]}
+    page = gallery_html(manifest)
+    assert "href='../artifacts/s/extract/summary/runs.csv'" in page and "<td>3</td>" in page

@@ -104,12 +104,14 @@ IMPRINT_METRICS = {
     "profile": "smoke",
     "glyph": {"kind": "rectangles", "spectral_norm_scaled": 45.8624},
     "runs": {
-        "glyph-adam": {"test_acc_epoch1": 0.81, "spectral_norm_initial": 45.9, "spectral_norm_final": 45.76,
-                       "glyph_contrast_retained": 1.01},
-        "glyph-muon": {"test_acc_epoch1": 0.95, "spectral_norm_initial": 45.9, "spectral_norm_final": 43.5,
-                       "glyph_contrast_retained": 0.80},
-        "random-adam": {"test_acc_epoch1": 0.93, "spectral_norm_initial": 1.12, "spectral_norm_final": 2.3},
-        "random-muon": {"test_acc_epoch1": 0.97, "spectral_norm_initial": 1.12, "spectral_norm_final": 2.5},
+        "glyph-adam": {"test_acc_epoch0": 0.1135, "test_acc_epoch1": 0.81, "final_test_acc": 0.9599,
+                       "spectral_norm_initial": 45.9, "spectral_norm_final": 45.76, "glyph_contrast_retained": 1.01},
+        "glyph-muon": {"test_acc_epoch0": 0.1135, "test_acc_epoch1": 0.95, "final_test_acc": 0.9705,
+                       "spectral_norm_initial": 45.9, "spectral_norm_final": 43.5, "glyph_contrast_retained": 0.80},
+        "random-adam": {"test_acc_epoch0": 0.1046, "test_acc_epoch1": 0.93, "final_test_acc": 0.9747,
+                        "spectral_norm_initial": 1.12, "spectral_norm_final": 2.3},
+        "random-muon": {"test_acc_epoch0": 0.1046, "test_acc_epoch1": 0.97, "final_test_acc": 0.9765,
+                        "spectral_norm_initial": 1.12, "spectral_norm_final": 2.5},
     },
 }
 
@@ -139,6 +141,14 @@ def test_every_imprint_claim_holds_on_the_fixture(claim):
     ("glyph_fades_under_muon", ("glyph-muon", "glyph_contrast_retained"), 1.05),
     ("glyph_norm_falls_more_under_muon", ("glyph-muon", "spectral_norm_final"), 45.85),
     ("random_norm_doubles_muon", ("random-muon", "spectral_norm_final"), 2.0),
+    # the seed's level after 10 epochs, less 0.7 points: 95.88 %
+    ("final_accuracy_seed_level", ("glyph-adam", "final_test_acc"), 0.9585),
+    ("final_accuracy_seed_level", ("random-muon", "final_test_acc"), 0.9453),  # smoke's glyph+Adam after 3 epochs
+    # Adam's ‖W2‖₂ within 1.3 % of its start, either way: Muon's fall (−3.5 of 45.9) or a rise breaks it
+    ("adam_norm_barely_moves", ("glyph-adam", "spectral_norm_final"), 42.4),
+    ("adam_norm_barely_moves", ("glyph-adam", "spectral_norm_final"), 46.6),
+    ("accuracy_at_chance_before_training", ("glyph-muon", "test_acc_epoch0"), 0.30),
+    ("accuracy_at_chance_before_training", ("random-adam", "test_acc_epoch0"), 0.02),
 ])
 def test_a_claim_fails_when_its_metric_is_perturbed(claim_id, path, value):
     claim = _imprint(claim_id)
@@ -319,7 +329,7 @@ def test_a_slice_checks_only_its_studies_built_claims(fixture_root, monkeypatch)
     assert main(["--study", "nonsense"]) == 2
     assert main(["--strict", "--study", "imprint", "--built", "--kind", "sanity"]) == 0
     assert [r["claim"] for r in read_json(fixture_root / "reports" / "claims.json")["claims"]] == [
-        "glyph_norm_reference"]
+        "accuracy_at_chance_before_training", "glyph_norm_reference"]
     moved = copy.deepcopy(IMPRINT_METRICS)
     moved["runs"]["glyph-adam"]["glyph_contrast_retained"] = 0.5
     write_json(metrics_path("imprint_extract@final"), moved)

@@ -1,8 +1,13 @@
 """The superposition metrics the claims read: final feature geometry and the largest loss rise."""
 
-import numpy as np
+import copy
 
-from pipeline.studies.superposition.extract import feature_directions, variant_geometry
+import numpy as np
+import pytest
+
+from pipeline import claims
+from pipeline.studies.superposition.claims import CLAIMS
+from pipeline.studies.superposition.extract import feature_directions, features_above_init, variant_geometry
 
 
 def _cols(angles_deg, norms):
@@ -27,3 +32,41 @@ def test_largest_loss_rise_per_seed():
     w_e = np.zeros((1, 2, 2, 4))
     geo = variant_geometry([0, 42], w_e, losses)
     assert geo["0"]["max_loss_increase"] == -1.0 and geo["42"]["max_loss_increase"] == 0.5
+
+
+def test_features_above_init_count_only_columns_longer_than_the_longest_at_init():
+    w0 = _cols([0, 90, 180, 270], [0.12, 0.15, 0.05, 0.11])  # longest at init: 0.15
+    w1 = _cols([0, 90, 180, 270], [1.0, 0.15, 0.16, 0.02])
+    assert features_above_init(w0, w0) == 0
+    assert features_above_init(w0, w1) == 2
+    geo = variant_geometry([42], np.stack([w0, w1])[:, None], np.array([[1.0], [0.5]]))
+    assert geo["42"]["features_above_init"] == 2 and geo["42"]["represented_features_initial"] == 3
+
+
+GEOMETRY = {"final_geometry": {"0": {"features_above_init": 13}, "42": {"features_above_init": 17}}}
+PLATEAUS = {"variants": {"untied": {"seeds": {
+    "3": {"plateaus": [{"start_epoch": 6813, "end_epoch": 10487, "loss": 0.01832}]},
+    "42": {"plateaus": []}}}}}
+STAGES = {"superposition_extract@untied": GEOMETRY, "superposition_extract@summary": PLATEAUS}
+
+
+def _row(cid: str, stages: dict, profile: str = "paper") -> dict:
+    claim = next(c for c in CLAIMS if c.id == cid)
+    return claims.evaluate(claim, "superposition", profile, stages.get)
+
+
+def test_features_grow_above_init_fails_when_a_seed_keeps_at_most_two():
+    assert _row("features_grow_above_init", STAGES)["status"] == "holds"
+    moved = copy.deepcopy(STAGES)
+    moved["superposition_extract@untied"]["final_geometry"]["0"]["features_above_init"] = 2
+    assert _row("features_grow_above_init", moved)["status"] == "fails"
+    assert next(c for c in CLAIMS if c.id == "features_grow_above_init").expected("smoke")
+
+
+@pytest.mark.parametrize(("start", "end"), [(8500, 10487), (6813, 8900), (12000, 14000)])
+def test_the_note_plateau_claim_fails_when_no_plateau_covers_epochs_8000_to_9000(start, end):
+    assert _row("plateau_at_note_epochs", STAGES)["status"] == "holds"
+    moved = copy.deepcopy(STAGES)
+    moved["superposition_extract@summary"]["variants"]["untied"]["seeds"]["3"]["plateaus"] = [
+        {"start_epoch": start, "end_epoch": end, "loss": 0.01832}]
+    assert _row("plateau_at_note_epochs", moved)["status"] == "fails"

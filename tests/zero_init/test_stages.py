@@ -52,6 +52,7 @@ def test_summary_has_the_trained_runs_and_names_the_undrawn(smoke):
     assert pi == {"init": "partial_identity", "n_h": 256, "setting": "seed", "bias": 0.01, "lr_step_size": 12,
                   "lr_gamma": 0.7, "epochs": 1, "iterations": 21, "train_images": 3840,
                   "final_rank_w3_minus_i": 200, "final_rank_w3_minus_w3_0": 200, "max_rank_w3_minus_i": 200,
+                  "min_rank_w3_minus_i": 0,
                   "final_test_acc": 78.5, "test_acc_per_epoch": [78.5], "lr_per_epoch": [0.1],
                   "rank_w3_minus_i_per_epoch": [200], "rank_w3_minus_i_before_lr_decay": None,
                   "first_iter_rank_above_input_dim": None, "diverged": False}

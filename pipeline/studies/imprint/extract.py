@@ -92,7 +92,8 @@ def extract(ctx: Context, unit: str) -> Output:
     for key in cfg.summary[unit].runs:
         m = metrics[key] = ctx.read("train", key, "metrics.json")
         runs[key] = {k: m[k] for k in RUN_KEYS}
-        runs[key].update(test_acc_epoch1=m["test_acc"][1], train_acc_epoch1=m["train_acc"][1])
+        runs[key].update(test_acc_epoch0=m["test_acc"][0], test_acc_epoch1=m["test_acc"][1],
+                         train_acc_epoch1=m["train_acc"][1])
         if m["init"] == "glyph":  # how much of the stamped glyph W2 still holds after training
             a = ctx.read("train", key, "arrays.npz")
             c = glyph_contrast(a["w2"], a["glyph_bitmap"])

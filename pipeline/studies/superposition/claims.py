@@ -23,6 +23,16 @@ def plateau_levels(seeds: Any, *, lo: float, hi: float) -> tuple[bool, Any]:
     return bool(levels) and all(lo <= v <= hi for v in levels.values()), levels
 
 
+def plateau_covers(seeds: Any, *, first: int, last: int) -> tuple[bool, Any]:
+    """Some detected plateau (of any seed) spans epochs ``first``–``last``; measured: the (start, end)
+    epochs of the plateaus that do."""
+    if not isinstance(seeds, Mapping):
+        return False, None
+    spans = {f"{s}#{i}": [p["start_epoch"], p["end_epoch"]] for s, r in seeds.items()
+             for i, p in enumerate(r.get("plateaus", [])) if p["start_epoch"] <= first and p["end_epoch"] >= last}
+    return bool(spans), spans
+
+
 CLAIMS = (
     Claim("epoch1_loss_seed42", LOSS_FIG,
           "The run is deterministic: seed 42's epoch-1 loss is 0.0204067 ± 1e-7 (CPU, the faithful run).",
@@ -50,6 +60,17 @@ CLAIMS = (
           "In 2 hidden dimensions W_E embeds more than 2 features (column norm > 0.1): superposition.",
           ((UNTIED, "final_geometry", "42", "represented_features"),), partial(at_least, threshold=3),
           figures=("untied",), kind=SANITY),
+    Claim("features_grow_above_init", GEOMETRY_FIG,
+          "Training puts more features than hidden dimensions into W_E: every seed ends with at least 3 "
+          "(> n = 2) features whose W_E column is longer than the longest column at init (0 at init by "
+          "construction; the untrained draw already has ≈ 30 columns above 0.1).",
+          ((UNTIED, "final_geometry"),),
+          partial(each, check=partial(at, key="features_above_init", check=partial(at_least, threshold=3))),
+          figures=("untied",), kind=FINDING),
+    Claim("plateau_at_note_epochs", LOSS_FIG,
+          "The note's plateau is where it says: some untied seed's detected plateau covers epochs 8,000–9,000.",
+          ((SUMMARY, "variants", "untied", "seeds"),), partial(plateau_covers, first=8000, last=9000),
+          figures=("summary",), fails_on={"smoke": SHORT}, kind=FINDING),
     Claim("geometry_collapses", GEOMETRY_FIG,
           "By the end, the embedded features of seed 42 lie on at most 5 directions of the hidden plane "
           "(torch 2.13, 50,000 epochs: 19 features on 4 directions).",

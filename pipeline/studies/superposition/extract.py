@@ -61,10 +61,19 @@ def feature_directions(w_e: np.ndarray, min_norm: float = 0.1, tol_deg: float = 
     return {"represented_features": int(ang.size), "directions": max(1, int(np.sum(gaps > tol_deg)))}
 
 
+def features_above_init(w_e0: np.ndarray, w_e: np.ndarray) -> int:
+    """How many features' W_E columns end longer than the longest column at init (0 at init by
+    construction: what training made, not what the draw had)."""
+    return int(np.sum(np.linalg.norm(w_e, axis=0) > np.linalg.norm(w_e0, axis=0).max()))
+
+
 def variant_geometry(seeds: list[int], w_e: np.ndarray, losses: np.ndarray) -> dict[str, dict]:
-    """Per seed: the final W_E geometry and the largest rise of the loss from one epoch to the next."""
+    """Per seed: the final W_E geometry, the features represented at init and grown above init, and the
+    largest rise of the loss from one epoch to the next (``w_e[0]``: the init snapshot)."""
     rises = np.max(np.diff(losses, axis=0), axis=0) if losses.shape[0] > 1 else np.zeros(len(seeds))
-    return {str(s): {**feature_directions(w_e[-1, i]), "max_loss_increase": float(rises[i])}
+    return {str(s): {**feature_directions(w_e[-1, i]), "max_loss_increase": float(rises[i]),
+                     "represented_features_initial": feature_directions(w_e[0, i])["represented_features"],
+                     "features_above_init": features_above_init(w_e[0, i], w_e[-1, i])}
             for i, s in enumerate(seeds)}
 
 

@@ -30,6 +30,7 @@ def run_summary(r: dict[str, Any]) -> dict[str, Any]:
         "final_rank_w3_minus_i": r["rank_w3_minus_i"][-1],
         "final_rank_w3_minus_w3_0": r["rank_w3_minus_w3_0"][-1],
         "max_rank_w3_minus_i": max(r["rank_w3_minus_i"]),
+        "min_rank_w3_minus_i": min(r["rank_w3_minus_i"]),  # over every logged iteration, the init included
         "final_test_acc": r["test"][-1]["test_acc"],
         "test_acc_per_epoch": [t["test_acc"] for t in r["test"]],
         "lr_per_epoch": [t["lr"] for t in r["test"]],

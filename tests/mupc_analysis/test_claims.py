@@ -90,12 +90,13 @@ CORNERS = ("N2_H2", "N2_H8", "N8_H2", "N8_H8")
 HESSIAN = {**{f"H_theory_kappa/{c}": dict(zip(CORNERS, (4.0, 20.0, 5.14, 25.8))) for c in CONFIGS},
            **{f"D_kappa/{c}": dict(zip(CORNERS, (2.0, 2.2, 2.09, 2.38))) for c in CONFIGS},
            **{f"lambda_min/{c}": dict(zip(CORNERS, (0.61, 0.33, 0.51, 0.13))) for c in CONFIGS},
+           **{f"kappa/{c}": dict(zip(CORNERS, (5.1, 20.0, 5.14, 25.8))) for c in CONFIGS},
            **{f"theory_vs_num/{c}": dict.fromkeys(CORNERS, 4.4e-16) for c in CONFIGS}}
 OWN = {"profile": "paper", "hessian_init": HESSIAN}
 
 
 @pytest.mark.parametrize("cid", ["lambda_min_falls_with_depth", "coupling_drives_ill_conditioning",
-                                 "theory_hessian_is_numeric_hessian"])
+                                 "theory_hessian_is_numeric_hessian", "hessian_positive_definite"])
 def test_the_hessian_split_claims_hold_on_the_smoke_shape(cid):
     assert _row(cid, OWN)["status"] == "holds"
 
@@ -110,3 +111,27 @@ def test_the_hessian_split_claims_fail_when_their_metric_moves(cid, key, cell, v
     moved = copy.deepcopy(OWN)
     moved["hessian_init"][key][cell] = value
     assert _row(cid, moved)["status"] == "fails"
+
+
+def _paper_corner(lmin: float, lmax: float = 550.0) -> dict:
+    """OWN with the deepest, widest paper corner (N = H = 128) of one configuration at ``lmin``."""
+    moved = copy.deepcopy(OWN)
+    for key in ("lambda_min", "kappa"):
+        moved["hessian_init"][f"{key}/sp_standard_no_skips"]["N128_H128"] = (
+            lmin if key == "lambda_min" else (abs(lmax / lmin) if lmin else float("inf")))
+    return moved
+
+
+@pytest.mark.parametrize("lmin", [1e-40, 0.0, -1e-14, -1e-10])
+def test_positive_definite_holds_where_lambda_min_is_below_float64_resolution(lmin):
+    """N = H = 128, λ_max ≈ 550 (SP, N(0, 1) weights): the solver's resolution is 128·128·ε·550 ≈ 2e-9, so
+    a true λ_min of 1e-100 reads as noise of either sign below it; the old floor of 1e-12 failed there."""
+    assert _row("hessian_positive_definite", _paper_corner(lmin))["status"] == "holds"
+
+
+@pytest.mark.parametrize("lmin", [-1e-6, -0.01])
+def test_positive_definite_fails_on_a_negative_eigenvalue_above_resolution(lmin):
+    assert _row("hessian_positive_definite", _paper_corner(lmin))["status"] == "fails"
+    moved = copy.deepcopy(OWN)
+    moved["hessian_init"]["lambda_min/mupc_standard_gauss_skips"]["N8_H8"] = lmin
+    assert _row("hessian_positive_definite", moved)["status"] == "fails"

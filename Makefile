@@ -88,6 +88,11 @@ profile:
 	@test -n "$(P)" || { echo "usage: make profile P=smoke|gpu_medium|paper" >&2; exit 2; }
 	$(PY) -m pipeline.graph --profile $(P)
 
+# What a profile costs before it starts: every stage's runs, groups, FLOPs and estimated time here
+# (`make plan`, `make plan P=paper`; calibrated once per shape, cached in .trainscape/plan/).
+plan:
+	$(PY) -m pipeline.plan $(if $(P),--profile $(P)) $(if $(DETAIL),--detail)
+
 repro: setup dag
 	$(BIN)/dvc repro
 

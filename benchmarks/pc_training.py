@@ -16,7 +16,8 @@ float32, a 1,024-image evaluation every 16 iterations; synthetic MNIST-shaped da
 * ``peak``: the iteration's matrix products alone, with the iteration's shapes and batch counts
   (``bmm`` over [layers × runs]), replayed without any element-wise work.
 
-Useful FLOPs per iteration (matrix products only; W₁x once per batch): feed-forward
+Useful FLOPs per iteration (matrix products only; W₁x once per batch; counted by
+``pipeline/studies/mupc/training/cost.py``, the count ``make plan`` uses): feed-forward
 ``2B(784N + (H−1)N² + 10N)``, each of the T inference steps ``2B(2(H−1)N² + 2·10N)``, the final
 errors ``2B((H−1)N² + 10N)``, the weight gradients (≈ feed-forward) and the evaluation share
 (1,024 images / 16 iterations = one feed-forward of 64). The engine follows the inference front: at
@@ -45,25 +46,18 @@ import pipeline.studies.mupc.training.trainer as tr
 from pipeline.studies.mupc.energy import Adam, InferenceConfig, errors, infer, weight_grads
 from pipeline.studies.mupc.model import Weights, feedforward, init_weights
 from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.training.cost import evaluation_flops, iteration_flops
 
 D, DY, B, T, EVAL_N, EVAL_EVERY, RUNS = 784, 10, 64, 8, 1024, 16, 9
 
 
 def flops(N: int, H: int) -> tuple[float, float]:
-    """(useful, executed) matrix-product FLOPs of one training iteration of one run: useful by the
-    formula above, executed as the engine follows the inference front (step t: the top t layers'
-    predictions and Jᵀε only; the first layer's weight gradient only once the signal reaches it)."""
-    ffwd = 2 * B * (D * N + (H - 1) * N * N + DY * N)
-    pred = 2 * B * ((H - 1) * N * N + DY * N)
-    step = 2 * pred
-    evaluation = ffwd * (EVAL_N / EVAL_EVERY) / B
-    useful = ffwd + T * step + pred + ffwd + evaluation
-    hid, out = 2 * B * N * N, 2 * B * DY * N
-    steps = out + sum(2 * (min(t, H - 1) * hid + out) for t in range(1, T))
-    final = min(T, H - 1) * hid + out
-    grads = (2 * B * D * N if T >= H else 0) + min(T, H - 1) * hid + out
-    executed = ffwd + steps + final + grads + evaluation
-    return useful, executed
+    """(useful, executed) matrix-product FLOPs of one training iteration of one run, with its share of the
+    evaluation: ``cost.iteration_flops`` (the count ``make plan`` uses; executed follows the inference
+    front) plus one feed-forward of EVAL_N images every EVAL_EVERY iterations."""
+    useful, executed = iteration_flops(N, H, T, B, D, DY)
+    evaluation = evaluation_flops(N, H, EVAL_N, D, DY) / EVAL_EVERY
+    return useful + evaluation, executed + evaluation
 
 
 def make_runs(N: int, H: int, iters: int) -> list[RunConfig]:

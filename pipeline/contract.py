@@ -35,6 +35,13 @@ class Family:
     ``reads`` the units of this study whose outputs it reads, ``datasets`` the datasets it loads.
     ``resumable``: the output folder survives a failed or killed run, and the study may yield
     :class:`Output` parts that are written as they come (see :class:`Output.part`).
+    ``cost`` names the function that counts what a unit computes (:class:`Cost`, for ``make plan`` and the
+    runner's plan line, which stops a stage estimated above 24 h before it starts), given the device it
+    would run on and ``previous`` (a file of the unit's earlier, maybe interrupted, run; None when absent),
+    so a resumable unit counts only what is left; it lives in a light module, so planning imports no
+    training code. ``probe`` is the module whose functions time one
+    :class:`Work` step on this machine; it is imported only to calibrate (and by the stage, whose training
+    code is loaded already), so both are code deps of the family's stages.
     """
 
     kind: Kind
@@ -46,10 +53,48 @@ class Family:
     resumable: bool = False
     metrics: bool = False  # the stage writes reports/metrics/<stage>.json (Output.metrics)
     tables: tuple[str, ...] = ()  # the .csv tables (Output.tables) each unit writes; listed in the manifest
+    cost: str | None = None  # "module:function", (cfg, unit, device, previous) -> Cost; light (no torch)
+    probe: str | None = None  # the module of the Work probes (imports the training code; loaded to calibrate)
 
     def keys(self, cfg: Any, unit: str) -> list[str]:
         keys = self.params(cfg, unit) if callable(self.params) else self.params
         return [k.replace("{unit}", unit) for k in keys]
+
+    def modules(self) -> tuple[str, ...]:
+        """The study modules a stage of this family loads: its entry, and its cost and probe modules."""
+        cost = self.cost.partition(":")[0] if self.cost else None
+        return tuple(m for m in (self.entry, cost, self.probe) if m)
+
+
+@dataclass(frozen=True)
+class Work:
+    """One homogeneous part of a unit's compute: ``flops`` FLOPs of steps of one shape.
+
+    ``probe`` names a function of the family's probe module; called as ``probe(device=..., **shape)`` it
+    builds one step of this work on random data (at the shape, or scaled down where a full step would be
+    slow to time) and returns ``(step, flops)``: a callable that runs the step once, and the FLOPs of the
+    step it built. The planner times the step: seconds per FLOP on this device, cached per device and keyed
+    by probe, shape (dtype included) and torch version; the work's estimate is ``flops`` times that rate.
+    """
+
+    label: str  # what it is, e.g. "pc N=512 H=128 T=128, 5 runs per group"
+    probe: str
+    shape: Mapping[str, Any]  # JSON values only (the calibration key)
+    flops: float  # FLOPs of all of this work's steps, counted from the shapes
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one unit computes: runs, stacked groups and its work (FLOPs counted from the shapes)."""
+
+    runs: int
+    groups: int
+    work: tuple[Work, ...] = ()
+    note: str = ""  # what is counted, e.g. "12 of 132 runs already trained, not counted"
+
+    @property
+    def flops(self) -> float:
+        return sum(w.flops for w in self.work)
 
 
 @dataclass(frozen=True)
@@ -187,11 +232,16 @@ class Context:
         """A file another unit of this study wrote (``.json`` → object, ``.npz`` → arrays)."""
         return self.reader(kind, unit, name)
 
-    def track(self, iterable: Iterable[Any], *, total: int | None = None, desc: str = "", unit: str = "it"
+    def track(self, iterable: Iterable[Any], *, total: float | None = None, desc: str = "", unit: str = "it",
+              weight: Callable[[Any], float] | None = None, note: Callable[[Any], str] | None = None
               ) -> Iterable[Any]:
         """``iterable`` with a progress bar (epochs, runs of a sweep, cells of an analysis): done / total,
-        rate and ETA; one line per update when the output is not a terminal (DVC pipes it)."""
-        return self.progress(iterable, total=total, desc=desc, unit=unit)
+        rate and ETA; one line per update when the output is not a terminal (DVC pipes it). ``weight``:
+        each item advances the bar by ``weight(item)`` (e.g. its FLOPs, with ``total`` their sum) instead of 1;
+        ``note(item)`` is shown after the bar (e.g. runs done)."""
+        if weight is None and note is None:
+            return self.progress(iterable, total=total, desc=desc, unit=unit)
+        return self.progress(iterable, total=total, desc=desc, unit=unit, weight=weight, note=note)
 
     def map(self, fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0
             ) -> Iterator[tuple[int, Any]]:

@@ -2,7 +2,8 @@
 
 Each study family becomes one ``foreach`` stage ``<study>_<kind>`` over the units the active
 profile runs. Its code deps are the project modules the stage loads: the transitive imports of
-``stages/<kind>.py``, of the study's package (its declaration) and of the family's entry module.
+``stages/<kind>.py``, of the study's package (its declaration) and of the family's entry module
+(and of its cost and probe modules, which the runner loads for the plan line: ``Family.modules``).
 Its params deps are the keys the family declares it reads, looked up where the study's file,
 ``params/<study>.yaml``, writes them for the active profile (the base value and/or
 ``profiles.<profile>``), so an edit to another profile or another study reruns nothing. Data deps
@@ -159,7 +160,7 @@ def family_stage(study: Study, fam: Family, cfg: Any, params: Params) -> dict[st
     if not units:
         return None
     section = params.raw[study.name]
-    code = code_deps(f"stages.{fam.kind}", study_package(study), fam.entry)
+    code = code_deps(f"stages.{fam.kind}", study_package(study), *fam.modules())
     deps, keys = {}, {}
     for unit in units:
         d = [rel(data_dir(ds)) for ds in sorted(set(fam.datasets(cfg, unit)))]
@@ -280,7 +281,7 @@ def expected_modules(argv: list[str]) -> set[str]:
         return set(claims_code([registry.load(n) for n in registry.names()]))
     study = registry.load(argv[1])
     fam = study.family(Path(argv[0]).stem)
-    return set(code_deps(entry, study_package(study), fam.entry))
+    return set(code_deps(entry, study_package(study), *fam.modules()))
 
 
 def check_trace(path: Path) -> list[str]:

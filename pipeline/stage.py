@@ -23,6 +23,7 @@ from typing import Any
 from tqdm import tqdm
 
 from pipeline import device as devices
+from pipeline import plan as planning
 from pipeline import registry
 from pipeline.config import ConfigError, Params, flatten, load_params, params_file, params_hash
 from pipeline.contract import Context, Family, Output, Study
@@ -114,12 +115,27 @@ def _progress(stage: str) -> Callable[..., Any]:
         return lambda iterable, **_: iterable
     tty = sys.stderr.isatty()
 
-    def bar(iterable: Any, *, total: int | None = None, desc: str = "", unit: str = "it") -> Any:
-        return tqdm(iterable, total=total, desc=f"[{stage}] {desc}".rstrip(), unit=unit,
-                    file=sys.stderr if tty else _Lines(sys.stderr), mininterval=0.5 if tty else 30,
-                    dynamic_ncols=tty, ncols=None if tty else 100)
+    def bar(iterable: Any, *, total: float | None = None, desc: str = "", unit: str = "it",
+            weight: Callable[[Any], float] | None = None, note: Callable[[Any], str] | None = None) -> Any:
+        kw = dict(total=total, desc=f"[{stage}] {desc}".rstrip(), unit=unit,
+                  file=sys.stderr if tty else _Lines(sys.stderr), mininterval=0.5 if tty else 30,
+                  dynamic_ncols=tty, ncols=None if tty else 100)
+        if weight is None and note is None:
+            return tqdm(iterable, **kw)
+        return _weighted(tqdm(unit_scale=weight is not None, **kw), iterable, weight, note)
 
     return bar
+
+
+def _weighted(bar: Any, iterable: Any, weight: Callable[[Any], float] | None,
+              note: Callable[[Any], str] | None) -> Any:
+    """Each item advances ``bar`` by its weight (1 without one), with ``note(item)`` after the bar."""
+    with bar:
+        for item in iterable:
+            if note is not None:
+                bar.set_postfix_str(note(item), refresh=False)
+            bar.update(weight(item) if weight is not None else 1)
+            yield item
 
 
 RenderWriter = Callable[..., Any]
@@ -132,6 +148,8 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     """
     study, kind, unit = p.study.name, p.family.kind, p.unit
     name = p.stage
+    # the plan line; a stage estimated above 24 h stops here, before any compute (TRAINSCAPE_ALLOW_LONG=1)
+    planning.before_stage(p.study, p.family, p.cfg, unit, p.device, lambda msg: print(f"[{name}] {msg}", flush=True))
     datasets = tuple(p.family.datasets(p.cfg, unit))
     sums = data_checksums(datasets)
     phash = params_hash(p.cfg)

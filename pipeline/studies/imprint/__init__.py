@@ -37,7 +37,8 @@ STUDY = Study(
     schema=ImprintParams,
     families=(
         Family("train", entry="pipeline.studies.imprint.train", units=lambda cfg: [*cfg.runs, *cfg.spread_units()],
-               params=_train_keys, datasets=lambda cfg, unit: ("mnist",)),
+               params=_train_keys, datasets=lambda cfg, unit: ("mnist",),
+               cost="pipeline.studies.imprint.cost:train_cost", probe="pipeline.studies.imprint.probe"),
         Family("extract", entry="pipeline.studies.imprint.extract",
                units=lambda cfg: [*cfg.summary, *cfg.spread_units()],
                params=lambda cfg, unit: ("spread",) if unit == SPREAD else ("glyph", "glyph_scale", "summary.{unit}"),

@@ -38,7 +38,8 @@ STUDY = Study(
     schema=Superposition,
     families=(
         Family("train", entry="pipeline.studies.superposition.train", units=lambda cfg: list(cfg.variants),
-               params=TRAIN_KEYS),
+               params=TRAIN_KEYS, cost="pipeline.studies.superposition.cost:train_cost",
+               probe="pipeline.studies.superposition.probe"),
         Family("extract", entry="pipeline.studies.superposition.extract", units=lambda cfg: cfg.units(),
                params=_extract_keys, reads=_trained, metrics=True, tables=("runs.csv",)),
         Family("render", entry="pipeline.studies.superposition.figures", units=lambda cfg: cfg.units(),

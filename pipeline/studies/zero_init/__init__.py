@@ -36,7 +36,8 @@ STUDY = Study(
     schema=ZeroInitParams,
     families=(
         Family("train", entry="pipeline.studies.zero_init.train", units=lambda cfg: cfg.train_runs(),
-               params=train_keys, datasets=lambda cfg, unit: (cfg.dataset,)),
+               params=train_keys, datasets=lambda cfg, unit: (cfg.dataset,),
+               cost="pipeline.studies.zero_init.cost:train_cost", probe="pipeline.studies.zero_init.probe"),
         Family("extract", entry="pipeline.studies.zero_init.extract", units=lambda cfg: list(cfg.summaries),
                params=extract_keys, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", r) for r in cfg.train_runs()]),

@@ -37,7 +37,8 @@ STUDY = Study(
     families=(
         Family("train", entry="pipeline.studies.mupc.analysis.train", units=lambda cfg: list(cfg.train_units),
                params=lambda cfg, unit: ("threads", *TRAIN_KEYS[unit]), resumable=True,
-               datasets=lambda cfg, unit: () if unit == "hessian_init" else ("mnist",)),
+               datasets=lambda cfg, unit: () if unit == "hessian_init" else ("mnist",),
+               cost="pipeline.studies.mupc.analysis.cost:train_cost", probe="pipeline.studies.mupc.analysis.probe"),
         Family("extract", entry="pipeline.studies.mupc.analysis.extract", units=lambda cfg: ["analysis_metrics"],
                params=EXTRACT_KEYS, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", u) for u in cfg.train_units]),

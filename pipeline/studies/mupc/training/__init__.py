@@ -32,7 +32,8 @@ STUDY = Study(
     families=(
         Family("train", entry="pipeline.studies.mupc.training.train", units=lambda cfg: list(cfg.sweep_ids),
                params=train_keys, datasets=lambda cfg, unit: cfg.sweeps[unit].datasets(), resumable=True,
-               tables=("runs.csv",)),
+               tables=("runs.csv",),
+               cost="pipeline.studies.mupc.training.cost:train_cost", probe="pipeline.studies.mupc.training.probe"),
         Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(cfg.figures.families),
                params=render_keys, metrics=True,
                reads=lambda cfg, unit: [("train", s) for s in cfg.figures.families[unit].sweeps]),

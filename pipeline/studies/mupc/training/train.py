@@ -22,6 +22,7 @@ import torch
 from pipeline.contract import Context, Output, Run
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training.config import TrainingParams
+from pipeline.studies.mupc.training.cost import group_flops
 from pipeline.studies.mupc.training.sweeps import (
     ARRAYS_FILE,
     CONFIG_FILE,
@@ -174,7 +175,15 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     graphs_off: set[str] = set()  # why groups trained without CUDA graphs: each reason said once
     # each stacked group is one task: in this process, or a Ray task (TRAINSCAPE_EXECUTOR=ray)
     finished = ctx.map(train_task, tasks, gpus=0 if str(device).startswith("cpu") else 1)
-    for gi, (results, started, ended) in ctx.track(finished, total=len(tasks), desc="stacked groups", unit="group"):
+    flops = [group_flops(cfg, group) for group in groups]  # the bar counts FLOPs (its ETA), runs after it
+    runs_done = [0]
+
+    def runs_note(item: tuple[int, Any]) -> str:
+        runs_done[0] += len(groups[item[0]])
+        return f"{runs_done[0]}/{len(todo)} runs"
+
+    for gi, (results, started, ended) in ctx.track(finished, total=sum(flops), desc="training", unit="FLOP",
+                                                   weight=lambda item: flops[item[0]], note=runs_note):
         group, seconds = groups[gi], ended - started
         for res in results:
             trained.append(res.rc.hash())

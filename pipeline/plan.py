@@ -1,0 +1,380 @@
+"""A cost plan before compute: ``make plan`` for a whole profile, and each training stage's plan line.
+
+For every stage of a profile (every unit of every family of every study) the plan gives its runs, stacked
+groups, the FLOPs of its products counted from the shapes, and an estimated wall time on this machine;
+then totals per study and overall. A family declares its cost (:attr:`~pipeline.contract.Family.cost`):
+a light function returning the unit's :class:`~pipeline.contract.Work`, each part naming a probe that times
+one step of its shape. Seconds per FLOP come from that probe, run once per distinct shape on this device
+and cached in ``.trainscape/plan/<device>.json`` (``TRAINSCAPE_PLAN_CACHE`` names another folder), keyed by
+probe, shape (dtype and precision included) and torch version; a work's estimate is its FLOPs times that
+rate. A probe step above :data:`PROBE_FLOPS` is built scaled down by its probe (e.g. fewer layers and
+inference steps, the width kept) and the rate extrapolated by FLOPs. Extract and render stages, and every
+stage's process start-up, are the fixed :data:`FIXED_SECONDS` (labelled "fixed", not calibrated).
+
+The runner prints a training stage's plan line before it starts and stops a stage estimated above
+:data:`LONG_SECONDS` with exit 2, before any compute, unless ``TRAINSCAPE_ALLOW_LONG=1``. torch is imported
+only to probe (and by stages, whose code loaded it already).
+
+    python -m pipeline.plan [--profile paper] [--detail]     # make plan [P=paper]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.metadata
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline import device as devices
+from pipeline import registry
+from pipeline.config import PROFILES, ConfigError, load_params
+from pipeline.contract import Cost, Family, Study, Work
+from pipeline.io import write_bytes
+from pipeline.paths import repo_root, stage_name, study_dir
+from pipeline.records import read_file
+
+CACHE_ENV = "TRAINSCAPE_PLAN_CACHE"
+ALLOW_LONG_ENV = "TRAINSCAPE_ALLOW_LONG"
+LONG_SECONDS = 24 * 3600  # a stage estimated above this stops before compute (exit 2)
+# Per stage, not calibrated: a process's start-up (imports, params, provenance, tracking) and, for extract
+# and render, their small work. The order of what benchmarks/stage_overhead.py measures (README: a whole
+# imprint_extract@final process 2.45 s, imprint_render@glyph 10.8 s, on a loaded 2-core machine).
+FIXED_SECONDS = {"train": 5.0, "extract": 3.0, "render": 10.0}
+# The largest step a probe times; a larger one is built scaled down by its probe (about 0.05 s on one
+# CPU thread, a few ms on a GPU).
+PROBE_FLOPS = {"cpu": 1e9, "cuda": 1e11}
+PROBE_SECONDS = 0.2  # each probe times its step (after one warm-up call) for about this long
+
+
+# ----------------------------------------------------------------------------- the device
+
+
+def planned_device() -> str:
+    """The device stages would compute on here, as :func:`pipeline.device.resolve` decides it; torch is
+    imported only where a GPU is visible (whether torch can use it is torch's to say)."""
+    asked = os.environ.get(devices.ENV)
+    if asked:
+        return devices.check_available(asked, devices.ENV, "environment") if "torch" in sys.modules else asked
+    if "torch" not in sys.modules and shutil.which("nvidia-smi") is None:
+        return "cpu"
+    importlib.import_module("torch")
+    return devices.resolve()
+
+
+def device_name(device: str) -> str:
+    """``AMD EPYC, 2 CPUs`` or the GPU's name: what the calibration holds for."""
+    torch = sys.modules.get("torch")
+    if device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        if torch is not None and torch.cuda.is_available():
+            return str(torch.cuda.get_device_name(index))
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(index)],
+                                 capture_output=True, text=True, timeout=20, check=True).stdout.strip()
+            if out:
+                return out
+        return "unknown GPU"
+    return f"{devices.describe('cpu')['name']}, {os.cpu_count()} CPUs"
+
+
+def torch_version() -> str:
+    """torch's version without importing it (a calibration holds for one build)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
+
+
+# ----------------------------------------------------------------------------- calibration
+
+
+def cache_dir() -> Path:
+    return Path(os.environ[CACHE_ENV]) if os.environ.get(CACHE_ENV) else repo_root() / ".trainscape" / "plan"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def _time(step: Callable[[], None]) -> float:
+    """Seconds per call of ``step``: one warm-up call, then the fastest of the calls made in about
+    ``PROBE_SECONDS`` (at least one): the machine's speed, as the repository's benchmarks take it (a
+    loaded machine is slower; the probes are too short to average the load)."""
+    step()
+    calls: list[float] = []
+    while sum(calls) < PROBE_SECONDS and len(calls) < 1000:
+        t0 = time.perf_counter()
+        step()
+        calls.append(time.perf_counter() - t0)
+    return min(calls)
+
+
+@contextlib.contextmanager
+def _torch_state(device: str) -> Iterator[None]:
+    """A probe leaves torch as it found it: RNG, thread count, TF32 flags (a stage probes before it trains)."""
+    torch = importlib.import_module("torch")
+    threads = torch.get_num_threads()
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    index = [int(device.partition(":")[2] or 0)] if device.startswith("cuda") else []
+    try:
+        with torch.random.fork_rng(devices=index):
+            yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+
+
+class Calibration:
+    """Seconds per FLOP of each probed shape on one device, read from and written to its cache file."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.name = device_name(device)
+        self.torch = torch_version()
+        self.path = cache_dir() / f"{_slug(f'{device} {self.name}')}.json"
+        self.entries: dict[str, dict[str, Any]] = self._read()
+        self.probed: list[str] = []  # keys measured by this object (a warm cache measures none)
+        self.failed: dict[str, str] = {}  # keys whose probe raised, and why
+        self.probe_seconds = 0.0
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data.get("entries", {}) if isinstance(data, dict) else {}
+
+    def key(self, module: str, work: Work) -> str:
+        return json.dumps({"probe": f"{module}:{work.probe}", "shape": dict(work.shape), "torch": self.torch},
+                          sort_keys=True)
+
+    def rate(self, module: str, work: Work) -> float | None:
+        """Seconds per FLOP of ``work``'s step on this device: cached, else probed now and cached; None when
+        the probe fails (the plan then says so: an estimate is never a reason for a stage to crash)."""
+        key = self.key(module, work)
+        if key not in self.entries:
+            t0 = time.perf_counter()
+            device = str(work.shape.get("device", self.device))
+            kwargs = {"device": device, "budget": PROBE_FLOPS["cuda" if device.startswith("cuda") else "cpu"],
+                      **work.shape}
+            try:
+                fn = getattr(importlib.import_module(module), work.probe)
+                with _torch_state(device):
+                    step, flops = fn(**kwargs)
+                    seconds = _time(step)
+            except Exception as exc:  # reported in the plan, not raised
+                self.failed[key] = f"{type(exc).__name__}: {exc}"
+                return None
+            finally:
+                self.probe_seconds += time.perf_counter() - t0
+            self.entries[key] = {"seconds_per_flop": seconds / flops, "step_flops": flops, "step_seconds": seconds,
+                                 "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            self.probed.append(key)
+            self._write()
+        return float(self.entries[key]["seconds_per_flop"])
+
+    def _write(self) -> None:
+        """Merge into the file (another stage may have added shapes meanwhile); written atomically."""
+        merged = {**self._read(), **self.entries}
+        doc = {"device": self.device, "name": self.name, "torch": self.torch, "entries": merged}
+        write_bytes(self.path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+
+
+# ----------------------------------------------------------------------------- stage plans
+
+
+@dataclass
+class StagePlan:
+    """One stage's line of the plan."""
+
+    study: str
+    kind: str
+    unit: str
+    runs: int | None = None
+    groups: int | None = None
+    flops: float | None = None
+    seconds: float = 0.0  # fixed part included
+    calibrated: bool = False  # False: only the fixed estimate (no cost declared, or extract/render)
+    note: str = ""
+    work: list[tuple[Work, float]] = field(default_factory=list)  # (work, its estimated seconds)
+
+    @property
+    def stage(self) -> str:
+        return stage_name(self.study, self.kind, self.unit)
+
+
+def previous_reader(study: str, kind: str, unit: str) -> Callable[[str], Any]:
+    """A file of the unit's own folder as the stage would read it (``Context.previous``); None when absent."""
+    base = study_dir(study, kind, unit)
+
+    def read(name: str) -> Any:
+        path = base / name
+        return read_file(path) if path.exists() else None
+
+    return read
+
+
+def unit_cost(family: Family, cfg: Any, unit: str, device: str, previous: Callable[[str], Any] | None) -> Cost:
+    module, _, name = (family.cost or "").partition(":")
+    return getattr(importlib.import_module(module), name)(cfg, unit, device, previous)
+
+
+def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: Calibration,
+               previous: Callable[[str], Any] | None = None) -> StagePlan:
+    """The plan of one unit: its cost, each work's estimate on the calibration's device, the fixed part."""
+    plan = StagePlan(study.name, family.kind, unit, seconds=FIXED_SECONDS[family.kind])
+    if not family.cost:
+        plan.note = "fixed: process start-up and small work" if family.kind != "train" else "no cost declared"
+        return plan
+    cost = unit_cost(family, cfg, unit, calibration.device, previous)
+    plan.runs, plan.groups, plan.flops, plan.note, plan.calibrated = cost.runs, cost.groups, cost.flops, cost.note, True
+    failed = []
+    for w in cost.work:
+        rate = calibration.rate(family.probe or "", w) if w.flops else 0.0
+        if rate is None:
+            failed.append(f"{w.label}: {calibration.failed[calibration.key(family.probe or '', w)]}")
+        seconds = w.flops * (rate or 0.0)
+        plan.work.append((w, seconds))
+        plan.seconds += seconds
+    if failed:
+        plan.note += f"; NOT in the estimate (probe failed): {'; '.join(failed)}"
+    return plan
+
+
+def plan_profile(profile: str | None = None, device: str | None = None, root: str | Path | None = None
+                 ) -> tuple[str, list[StagePlan], Calibration]:
+    """Every stage of ``profile`` (default: the active one), study by study, family by family."""
+    params = load_params(root)
+    profile = profile or params.profile
+    calibration = Calibration(device or planned_device())
+    plans = []
+    for name in registry.names():
+        study = registry.load(name)
+        cfg = registry.config(study, params, profile)
+        for family in study.families:
+            for unit in family.units(cfg):
+                prev = previous_reader(name, family.kind, unit) if family.resumable else None
+                plans.append(plan_stage(study, family, cfg, unit, calibration, prev))
+    return profile, plans, calibration
+
+
+# ----------------------------------------------------------------------------- the runner's check
+
+
+def before_stage(study: Study, family: Family, cfg: Any, unit: str, device: str,
+                 log: Callable[[str], None]) -> StagePlan | None:
+    """The runner's check: log the stage's plan line, and stop a stage estimated above 24 h (a
+    :class:`ConfigError`: one line, exit 2) unless ``TRAINSCAPE_ALLOW_LONG=1``. None when the family declares
+    no cost. The probe module is loaded whether or not the cache holds the stage's shapes, so the stage
+    loads exactly its code deps either way."""
+    if not family.cost:
+        return None
+    if family.probe:
+        importlib.import_module(family.probe)
+    cal = Calibration(device)
+    prev = previous_reader(study.name, family.kind, unit) if family.resumable else None
+    plan = plan_stage(study, family, cfg, unit, cal, prev)
+    where = f"{device}: {cal.name}"
+    log(f"plan: {_count(plan.runs or 0, 'run')} in {_count(plan.groups or 0, 'group')}, {fmt_flops(plan.flops or 0)}; "
+        f"estimate {fmt_seconds(plan.seconds)} (calibrated on {where}); {plan.note}")
+    if plan.seconds > LONG_SECONDS and os.environ.get(ALLOW_LONG_ENV, "") != "1":
+        gpu = "" if device.startswith("cuda") else "run it on a GPU (TRAINSCAPE_DEVICE=cuda), or "
+        raise ConfigError(f"{plan.stage}: estimate {fmt_seconds(plan.seconds)} on this machine ({where}) exceeds "
+                          f"24 h ({_count(plan.runs or 0, 'run')}, {fmt_flops(plan.flops or 0)}); {gpu}set "
+                          f"{ALLOW_LONG_ENV}=1 to go on anyway (`make plan` shows every stage)")
+    return plan
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def fmt_seconds(s: float) -> str:
+    """``12 s``, ``4 min 10 s``, ``3 h 5 min`` (``≈ 2.1 days`` added from 48 h)."""
+    s = max(0.0, s)
+    if s < 60:
+        return f"{s:.0f} s" if s >= 10 else f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(s % 60)} s"
+    h, m = divmod(int(round(s / 60)), 60)
+    out = f"{h:,} h {m} min"
+    return out + (f" (≈ {s / 86400:,.1f} days)" if s >= 48 * 3600 else "")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def fmt_flops(f: float) -> str:
+    if f <= 0:
+        return "0 FLOP"
+    exp = min(6, max(0, int(math.floor(math.log10(f) / 3))))
+    return f"{f / 10 ** (3 * exp):.3g} {['', 'k', 'M', 'G', 'T', 'P', 'E'][exp]}FLOP"
+
+
+def _row(name: str, runs: Any, groups: Any, flops: Any, est: str, note: str = "") -> str:
+    return f"  {name:<44} {runs:>7} {groups:>7} {flops:>13} {est:>24}  {note}".rstrip()
+
+
+def report(profile: str, plans: list[StagePlan], cal: Calibration, detail: bool = False) -> str:
+    where = f"{cal.device}: {cal.name}; torch {cal.torch}"
+    out = [f"plan of profile {profile!r}: {len(plans)} stages; estimate (calibrated on {where})",
+           _row("stage", "runs", "groups", "FLOPs", "estimate")]
+    studies: dict[str, list[StagePlan]] = {}
+    for p in plans:
+        studies.setdefault(p.study, []).append(p)
+    for name, ps in studies.items():
+        for p in ps:
+            flag = " > 24 h: the stage stops (TRAINSCAPE_ALLOW_LONG=1 runs it)" if p.seconds > LONG_SECONDS else ""
+            if p.calibrated:
+                out.append(_row(p.stage, f"{p.runs:,}", f"{p.groups:,}", fmt_flops(p.flops or 0),
+                                fmt_seconds(p.seconds), p.note + flag))
+                if detail:
+                    out += [_row(f"    {w.label}", "", "", fmt_flops(w.flops), fmt_seconds(s)) for w, s in p.work]
+            else:
+                out.append(_row(p.stage, "-", "-", "-", fmt_seconds(p.seconds), p.note))
+        out.append(_total(f"{name} (total)", ps))
+    out.append(_total("all studies (total)", plans))
+    probed = (f"{len(cal.probed)} shapes probed now in {cal.probe_seconds:.1f} s" if cal.probed
+              else "every shape from the cache")
+    out.append(f"estimate (calibrated on {where}); {probed} ({cal.path}). FLOPs: the products counted from the "
+               f"shapes; fixed: {', '.join(f'{k} {v:g} s' for k, v in FIXED_SECONDS.items())} per stage")
+    return "\n".join(out)
+
+
+def _total(name: str, plans: list[StagePlan]) -> str:
+    runs = sum(p.runs or 0 for p in plans)
+    groups = sum(p.groups or 0 for p in plans)
+    flops = sum(p.flops or 0 for p in plans)
+    return _row(name, f"{runs:,}", f"{groups:,}", fmt_flops(flops), fmt_seconds(sum(p.seconds for p in plans)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m pipeline.plan", description=__doc__.splitlines()[0])
+    ap.add_argument("--profile", choices=PROFILES, help="the profile to plan (default: the active one)")
+    ap.add_argument("--detail", action="store_true", help="also each stage's work, shape by shape")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        profile, plans, cal = plan_profile(args.profile)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(report(profile, plans, cal, args.detail))
+    print(f"(planned in {time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""What a mupc_analysis train unit computes, counted from its grids (``make plan``; light: no torch).
+
+* ``hessian_init``: per (config, N, H) cell, in float64 with D = d_y = N: the blocks of H_z and its
+  eigen-solve (full spectra on the slices N = max or H = max, else the extremes), by the route the cell
+  takes (dense up to ``dense_max_n``, else ``spectrum_backend`` or the structured extremes); linear
+  networks add the theory blocks, the block-diagonal spectra (H eigvalsh of N×N) and the off-diagonal
+  part's spectrum or extremes. The counts are ``pipeline/studies/mupc/cost.py``'s.
+* ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): ``checks`` feed-forwards
+  of a batch, ``checks − 1`` backward passes (2 feed-forwards each), and at each check the exact
+  spectral norm (singular values, 4mn² − 4n³/3 for m ≥ n) of 5 weights per run.
+* ``theory_grid`` / ``theory_width``: ``iters`` iterations per network: linear nets the exact
+  equilibrium (theory blocks 2HN³, block Cholesky 10HN³/3, solves 6HN²B), tanh/relu the numerical one,
+  :data:`EQ_STEPS` GD steps (three products each) per iteration, capped by ``eq_max_steps``; plus ≈ 5
+  feed-forwards (loss, errors, energy, weight gradients).
+
+Cells are probed per distinct shape (small cells are bound by per-call overhead, which a FLOP rate taken
+at another shape would miss).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from pipeline.contract import Cost, Work
+from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
+from pipeline.studies.mupc.analysis.layout import hessian_configs
+from pipeline.studies.mupc.cost import blocks_flops, dense_flops, eig_flops
+
+# GD steps a tanh/relu equilibrium takes to tol 1e-8: the order of the median measured at initialisation on
+# an MNIST batch of 64 (628–5,454 steps for N = 4–128, H = 4, SP and μPC, most 1,000–1,800; the smoke
+# networks, H = 2, took 50–550 while training). A typical count, not a bound (the cap is eq_max_steps): the
+# estimate is off by the ratio of the real count to it.
+EQ_STEPS = 1000
+D, D_Y, RECORDED = 784, 10, 5  # MNIST input, classes; weights whose norms fwd_pass records per check
+
+
+def ffwd_flops(N: int, H: int, B: int, D: int = D, d_y: int = D_Y) -> float:
+    return 2 * B * (D * N + (H - 1) * N * N + d_y * N)
+
+
+def svd_flops(m: int, n: int) -> float:
+    """Singular values of an m×n matrix (Golub–Kahan bidiagonalisation)."""
+    big, small = max(m, n), min(m, n)
+    return 4 * big * small**2 - 4 * small**3 / 3
+
+
+def hessian_method(full: bool, n: int, hp: Any) -> str:
+    if n <= hp.dense_max_n or (not full and n <= 3):
+        return "dense"
+    return hp.spectrum_backend if full else "structured"
+
+
+def cell_flops(act: str, N: int, H: int, method: str, full: bool, hp: Any) -> float:
+    """One Hessian cell: blocks and eigen-solve; linear nets also the theory's D and O parts."""
+    out = blocks_flops(N, H) + eig_flops(method, N, H)
+    if act == "linear":
+        out += blocks_flops(N, H) + H * dense_flops(N)
+        if H > 1:
+            o_method = method if full else ("dense" if max(hp.dense_max_n, 3) >= N * H else "structured")
+            out += eig_flops(o_method, N, H)
+    return out
+
+
+def _hessian(cfg: MupcAnalysisParams) -> Cost:
+    hp = cfg.hessian
+    configs = hessian_configs(hp)
+    work: dict[tuple[str, int, int], float] = {}
+    for c, N, H in itertools.product(configs, hp.widths, hp.depths):
+        full = hp.full_spectra == "all" or max(hp.widths) == N or max(hp.depths) == H  # as train.is_slice
+        method = hessian_method(full, N * H, hp)
+        work[(method, N, H)] = work.get((method, N, H), 0.0) + cell_flops(c["act"], N, H, method, full, hp)
+    items = tuple(Work(f"{m} N={N} H={H} (n={N * H})", "hessian_cell",
+                       {"method": m, "N": N, "H": H, "threads": cfg.threads}, f) for (m, N, H), f in work.items())
+    cells = len(configs) * len(hp.widths) * len(hp.depths)
+    return Cost(runs=cells, groups=len(configs), work=items,
+                note=f"{len(configs)} configs × {len(hp.widths) * len(hp.depths)} cells (runs: cells), float64")
+
+
+def _fwd(cfg: MupcAnalysisParams) -> Cost:
+    fp = cfg.fwd_pass
+    R, B, n_cells = len(fp.optims), fp.batch_size, len(fp.acts) * len(fp.variants)
+    work = []
+    for N, L in itertools.product(fp.widths, fp.depths):
+        f = ffwd_flops(N, L - 1, B)
+        bp = n_cells * R * (fp.checks * f + (fp.checks - 1) * 2 * f)
+        work.append(Work(f"BP N={N} L={L}, {R} optimisers stacked", "fwd_step",
+                         {"N": N, "L": L, "runs": R, "threads": cfg.threads}, bp))
+    for N in fp.widths:
+        per_check = svd_flops(N, D) + (RECORDED - 2) * svd_flops(N, N) + svd_flops(D_Y, N)
+        work.append(Work(f"spectral norms N={N}", "spectral_norms", {"N": N, "threads": cfg.threads},
+                         n_cells * len(fp.depths) * R * fp.checks * per_check))
+    cells = n_cells * len(fp.widths) * len(fp.depths)
+    return Cost(runs=cells * R, groups=cells, work=tuple(work), note=f"{cells} cells × {R} optimisers, float32")
+
+
+def theory_flops(act: str, N: int, H: int, B: int, eq_max_steps: int) -> float:
+    """One iteration of a theory network (see the module docstring)."""
+    rest = 5 * ffwd_flops(N, H, B)
+    if act == "linear":
+        return rest + 2 * H * N**3 + 10 * H * N**3 / 3 + 6 * H * N * N * B
+    return rest + eq_max_steps * 3 * 2 * B * ((H - 1) * N * N + D_Y * N)
+
+
+def _theory(cfg: MupcAnalysisParams, unit: str) -> Cost:
+    if unit == "theory_grid":
+        tg = cfg.theory_grid
+        nets = [("linear", N, H, len(tg.param_lrs)) for N, H in itertools.product(tg.widths, tg.depths)]
+        iters, B, steps = tg.iters, tg.batch_size, 0
+    else:
+        tw = cfg.theory_width
+        nets = [(a, N, tw.depth, len(tw.params)) for a, N in itertools.product(tw.acts, tw.widths)]
+        iters, B, steps = tw.iters, tw.batch_size, min(EQ_STEPS, tw.eq_max_steps)
+    work = tuple(Work(f"{act} N={N} H={H}, {k} nets", "theory_step",
+                      {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps if act != "linear" else 0,
+                       "threads": cfg.threads}, k * iters * theory_flops(act, N, H, B, steps if act != "linear" else 0))
+                 for act, N, H, k in nets)
+    n = sum(k for *_, k in nets)
+    bound = (f"; tanh/relu at {steps:,} GD steps per equilibrium (typical; at most eq_max_steps = "
+             f"{cfg.theory_width.eq_max_steps:,})" if steps else "")
+    return Cost(runs=n, groups=n, work=work, note=f"{n} nets × {iters} iterations, float64{bound}")
+
+
+def train_cost(cfg: MupcAnalysisParams, unit: str, device: str,
+               previous: Callable[[str], Any] | None = None) -> Cost:
+    """One train unit; hessian_init counts every cell (resumption skips finished ones, not counted here)."""
+    if unit == "hessian_init":
+        return _hessian(cfg)
+    if unit == "fwd_pass":
+        return _fwd(cfg)
+    return _theory(cfg, unit)

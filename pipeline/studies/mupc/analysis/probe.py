@@ -1,0 +1,110 @@
+"""Calibration probes of mupc_analysis: one Hessian cell's eigen-solve, one forward-pass BP step, the
+spectral norms, one theory iteration, each at its shape (scaled down above ``budget``: fewer layers, the
+width kept), timed with the study's own functions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from pipeline.studies.mupc import hessian as hz
+from pipeline.studies.mupc.analysis import fwdpass, theory
+from pipeline.studies.mupc.analysis.cost import D_Y, D, ffwd_flops, svd_flops, theory_flops
+from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
+from pipeline.studies.mupc.cost import blocks_flops, eig_flops
+from pipeline.studies.mupc.model import Weights, feedforward, init_weights
+
+Step = tuple[Callable[[], None], float]
+EQ_PROBE_STEPS = 200  # GD steps of a probed equilibrium (their rate is what the estimate needs)
+CONFIG = {"act": "tanh", "skips": True, "init": "standard_gauss", "param": "mupc"}
+
+
+def _threads(threads: int, device: str) -> None:
+    if device.startswith("cpu"):
+        torch.set_num_threads(threads)
+
+
+def _layers(flops: Callable[[int], float], H: int, budget: float, least: int = 1) -> int:
+    while least < H and flops(H) > budget:
+        H = max(least, H // 2)
+    return H
+
+
+def _batch(B: int, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(B, D, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+    y = torch.nn.functional.one_hot(torch.randint(0, D_Y, (B,), generator=g), D_Y).to(device=device, dtype=dtype)
+    return x, y
+
+
+def hessian_cell(*, method: str, N: int, H: int, threads: int, device: str, budget: float) -> Step:
+    """Blocks of H_z at initialisation and their eigen-solve by ``method`` (the cell's route)."""
+    _threads(threads, device)
+    budget = budget / 8 if method == "structured" else budget  # ARPACK's Python loop: ≈ 0.1 GFLOP/s here
+    H = _layers(lambda h: blocks_flops(N, h) + eig_flops(method, N, h), H, budget)
+    spec = hessian_spec({**CONFIG, "seed": 0}, N, H, False)
+    w = init_weights(spec, [0], dtype=torch.float64)
+    x = hz.hessian_input(N, 0)
+    z, _ = feedforward(spec, w, x.view(1, -1))
+    zs = z[0, :, 0]
+
+    def step() -> None:
+        b = hz.hessian_blocks(spec, w, x, x, zs)
+        if method == "structured":
+            hz.extremes(b, dense_max_n=0)
+        else:
+            hz.full_spectrum(b, dense_max_n=N * H if method == "dense" else 0, backend=method, device=device)
+
+    return step, blocks_flops(N, H) + eig_flops(method, N, H)
+
+
+def fwd_step(*, N: int, L: int, runs: int, threads: int, device: str, budget: float) -> Step:
+    """One feed-forward and backward pass of a forward-pass cell (its optimisers stacked), without the norms."""
+    _threads(threads, device)
+    L = _layers(lambda ell: 3 * runs * ffwd_flops(N, ell - 1, 64), L, budget, least=4)
+    spec = fwdpass.net_spec("depth_mup_skips", "tanh", N, L)
+    params = [t.requires_grad_(True) for t in init_weights(spec, [0] * runs, device=device).tensors()]
+    x, y = _batch(64, torch.float32, device)
+
+    def step() -> None:
+        _, y_hat = feedforward(spec, Weights(*params), x)
+        torch.autograd.grad((y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum(), params)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    return step, 3 * runs * ffwd_flops(N, L - 1, 64)
+
+
+def spectral_norms(*, N: int, threads: int, device: str, budget: float) -> Step:
+    """The exact spectral norm of an N×N weight (``fwdpass.spectral_norm``)."""
+    _threads(threads, device)
+    w = torch.randn(N, N, generator=torch.Generator().manual_seed(0)).to(device)
+
+    def step() -> None:
+        fwdpass.spectral_norm(w)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    return step, svd_flops(N, N)
+
+
+def theory_step(*, act: str, N: int, H: int, batch: int, eq_steps: int, threads: int, device: str,
+                budget: float) -> Step:
+    """Linear: two iterations of ``theory_run`` (two records, one update). tanh/relu: GD steps of the
+    numerical equilibrium (tolerance 0, so it takes them all; at most :data:`EQ_PROBE_STEPS`), the part that
+    dominates."""
+    _threads(threads, device)
+    spec = theory_spec(act, "mupc", N, H)
+    x, y = _batch(batch, torch.float64, device)
+    if act == "linear":
+        return (lambda: theory_run(spec, [(x, y), (x, y)], 1e-3, 0)), 2 * theory_flops(act, N, H, batch, 0)
+    per_step = theory_flops(act, N, H, batch, 1) - theory_flops(act, N, H, batch, 0)
+    steps = max(1, min(eq_steps, EQ_PROBE_STEPS, int(budget // per_step)))
+    w = init_weights(spec, [0], dtype=torch.float64, device=device)
+    z0, _ = feedforward(spec, w, x)
+
+    def step() -> None:
+        theory.numerical_equilibrium(spec, w, x, y, z0, tol=0.0, max_steps=steps)
+
+    return step, steps * per_step

@@ -1,0 +1,163 @@
+"""What a mupc_training sweep computes, counted from its shapes: runs, stacked groups, FLOPs (``make plan``).
+
+Light on purpose (no torch, no training code): ``make plan`` reads it for every sweep of a profile, and the
+stage's plan line before it trains. The probes that time one step of each shape are in ``probe.py``.
+
+FLOPs are those of the matrix products, 2·m·n·k each; element-wise work (activations, Adam) is not counted,
+but the calibration times whole steps, so its time is in the estimate. With B = 64, D = 784, d_y = 10:
+
+* one PC training iteration of one run (:func:`iteration_flops`, the count ``benchmarks/pc_training.py``
+  and the mupc README quote): feed-forward ``2B(DN + (H−1)N² + d_y N)`` (W₁x once per batch), each of the
+  T inference steps ``2B(2(H−1)N² + 2 d_y N)`` (predictions and Jᵀε), the final errors
+  ``2B((H−1)N² + d_y N)`` and the weight gradients (≈ one feed-forward): the *useful* count. The engine
+  follows the inference front (step t forms only the top min(t, H−1) layers' products; the first layer's
+  weight gradient only once T ≥ H), so it *executes* fewer; with activity decay it forms every layer
+  (executed = useful). The plan counts executed FLOPs;
+* one evaluation (every ``test_every`` iterations): a feed-forward of the kept test images
+  (:func:`evaluation_flops`);
+* one BP iteration: feed-forward and backward, 3 feed-forwards (:func:`bp_iteration_flops`);
+* the Hessian monitor (``metrics: hessian``), per run at initialisation and at every evaluation
+  (:func:`hessian_flops`, n = N·H): the blocks, then up to ``hessian_dense_max_n`` a dense ``eigvalsh``
+  (4n³/3, eigenvalues only; ≈ 9n³ with eigenvectors), above it the structured extremes (Lanczos and a
+  banded Cholesky, O(nN²)); the counts are ``pipeline/studies/mupc/cost.py``'s.
+
+Iterations per epoch: ``n_train // 64`` (drop_last; ``data.n_train``, null = the 60,000 images of either
+dataset). Every run is counted for all its iterations: runs that stop early (diverged, no learning) cost
+less, so the count is an upper bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pipeline.contract import Cost, Work
+from pipeline.studies.mupc.cost import blocks_flops, eig_flops
+from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.training.config import TrainingParams
+from pipeline.studies.mupc.training.sweeps import (
+    CONFIG_FILE,
+    expand,
+    is_done,
+    precision,
+    run_part,
+    stack_groups,
+    sweep_dtype,
+)
+
+D, D_Y = 784, 10
+SPLIT = {"train": 60_000, "test": 10_000}  # images per split, MNIST and Fashion-MNIST alike
+EVAL_BATCH = 64  # the evaluator keeps n_test // 64 · 64 test images (drop_last)
+
+
+def iteration_flops(N: int, H: int, T: int, B: int = 64, D: int = D, d_y: int = D_Y,
+                    front: bool = True) -> tuple[float, float]:
+    """(useful, executed) matrix-product FLOPs of one PC training iteration of one run, evaluation excluded
+    (see the module docstring). ``front``: the engine follows the inference front (off with activity decay)."""
+    ffwd = 2 * B * (D * N + (H - 1) * N * N + d_y * N)
+    pred = 2 * B * ((H - 1) * N * N + d_y * N)
+    useful = ffwd + T * 2 * pred + pred + ffwd
+    if not front:
+        return useful, useful
+    hid, out = 2 * B * N * N, 2 * B * d_y * N
+    steps = (out if T else 0) + sum(2 * (min(t, H - 1) * hid + out) for t in range(1, T))
+    final = min(T, H - 1) * hid + out
+    grads = (2 * B * D * N if T >= H else 0) + min(T, H - 1) * hid + out
+    return useful, ffwd + steps + final + grads
+
+
+def evaluation_flops(N: int, H: int, images: int, D: int = D, d_y: int = D_Y) -> float:
+    """One feed-forward of ``images`` images (a test evaluation of one run)."""
+    return 2 * images * (D * N + (H - 1) * N * N + d_y * N)
+
+
+def bp_iteration_flops(N: int, H: int, B: int = 64, D: int = D, d_y: int = D_Y) -> float:
+    """One BP iteration of one run: feed-forward and backward (inputs' and weights' gradients), 3 feed-forwards."""
+    return 3 * evaluation_flops(N, H, B, D, d_y)
+
+
+def hessian_method(N: int, H: int, dense_max_n: int) -> str:
+    """``dense`` (one batched ``eigvalsh``) up to ``dense_max_n`` = N·H, else ``structured``."""
+    return "dense" if dense_max_n >= N * H else "structured"
+
+
+def hessian_flops(N: int, H: int, method: str) -> float:
+    """One Hessian-monitor call for one run: the blocks and the eigen-solve (dense or structured)."""
+    return blocks_flops(N, H) + eig_flops(method, N, H)
+
+
+def iterations(cfg: TrainingParams, rc: RunConfig) -> int:
+    """Training iterations of run ``rc``: epochs × (n_train // batch)."""
+    return rc.epochs * ((cfg.data.n_train or SPLIT["train"]) // rc.batch_size)
+
+
+def test_images(cfg: TrainingParams) -> int:
+    """The test images one evaluation reads (drop_last to whole batches of 64)."""
+    return (cfg.data.n_test or SPLIT["test"]) // EVAL_BATCH * EVAL_BATCH
+
+
+def run_flops(cfg: TrainingParams, rc: RunConfig) -> tuple[float, float]:
+    """(training with its evaluations, Hessian monitor) FLOPs of one run for all its iterations."""
+    its = iterations(cfg, rc)
+    evals = its // rc.test_every
+    evaluation = evals * evaluation_flops(rc.N, rc.H, test_images(cfg))
+    if rc.kind == "bp":
+        return its * bp_iteration_flops(rc.N, rc.H, rc.batch_size) + evaluation, 0.0
+    step = iteration_flops(rc.N, rc.H, rc.T, rc.batch_size, front=not rc.activity_decay)[1]
+    hess = 0.0
+    if rc.metrics == "hessian":
+        hess = (1 + evals) * hessian_flops(rc.N, rc.H, hessian_method(rc.N, rc.H, cfg.hessian_dense_max_n))
+    return its * step + evaluation, hess
+
+
+def group_flops(cfg: TrainingParams, group: Sequence[RunConfig]) -> float:
+    """FLOPs of one stacked group (the progress bar of the sweep counts these)."""
+    return sum(sum(run_flops(cfg, rc)) for rc in group)
+
+
+def resume_settings(cfg: TrainingParams, unit: str, device: str) -> dict[str, Any]:
+    """The settings a finished run's config.json must carry to be kept (those ``train.train`` records)."""
+    dtype = sweep_dtype(cfg, unit)
+    return {"data": {"n_train": cfg.data.n_train, "n_test": cfg.data.n_test}, "dtype": dtype,
+            "allow_tf32": cfg.allow_tf32, "precision": precision(dtype, cfg.allow_tf32, device)}
+
+
+def group_work(cfg: TrainingParams, group: Sequence[RunConfig], prec: str) -> list[Work]:
+    """The work of one stacked group: its training steps (with evaluations) and its Hessian monitor."""
+    rc, R = group[0], len(group)
+    flops = [run_flops(cfg, r) for r in group]
+    threads = cfg.threads
+    if rc.kind == "bp":
+        shape = {"N": rc.N, "H": rc.H, "runs": R, "precision": prec, "threads": threads}
+        out = [Work(f"bp N={rc.N} H={rc.H}, {R} runs per group", "bp_step", shape, sum(f[0] for f in flops))]
+    else:
+        shape = {"N": rc.N, "H": rc.H, "T": rc.T, "runs": R, "act_optim": rc.act_optim,
+                 "front": not rc.activity_decay, "precision": prec, "threads": threads}
+        out = [Work(f"pc N={rc.N} H={rc.H} T={rc.T}{'' if shape['front'] else ' (decay)'}, {R} runs per group",
+                    "pc_step", shape, sum(f[0] for f in flops))]
+    hess = sum(f[1] for f in flops)
+    if hess:
+        method = hessian_method(rc.N, rc.H, cfg.hessian_dense_max_n)
+        out.append(Work(f"Hessian monitor N={rc.N} H={rc.H} ({method}, float64)", "hessian",
+                        {"N": rc.N, "H": rc.H, "method": method, "threads": threads}, hess))
+    return out
+
+
+def train_cost(cfg: TrainingParams, unit: str, device: str, previous: Callable[[str], Any] | None = None) -> Cost:
+    """Sweep ``unit``: the runs still to train (those ``previous`` holds a matching record of are done, as
+    the stage decides), their stacked groups and work; identical shapes merged."""
+    runs = expand(cfg, unit)
+    settings = resume_settings(cfg, unit, device)
+    todo = [rc for rc in runs
+            if previous is None or not is_done(previous(f"{run_part(rc)}/{CONFIG_FILE}"), rc, settings)]
+    groups = stack_groups(todo, cfg.max_stack)
+    merged: dict[str, Work] = {}
+    for group in groups:
+        for w in group_work(cfg, group, settings["precision"]):
+            key = f"{w.probe}:{sorted(w.shape.items())}"
+            merged[key] = Work(w.label, w.probe, w.shape, merged[key].flops + w.flops) if key in merged else w
+    done = len(runs) - len(todo)
+    note = (f"{done:,} of {len(runs):,} runs already trained, not counted" if done
+            else f"all {len(runs):,} run{'' if len(runs) == 1 else 's'}")
+    return Cost(runs=len(todo), groups=len(groups), work=tuple(merged.values()),
+                note=f"{note}; {settings['precision']}; upper bound: runs that stop early cost less")

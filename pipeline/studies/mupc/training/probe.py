@@ -1,0 +1,152 @@
+"""Calibration probes of mupc_training (``make plan``, the stage's plan line): one step of each shape, timed.
+
+Each probe builds one step of a sweep's work with the trainer's own engine on random data and returns
+it with the FLOPs it computes (counted as ``cost.py`` counts them); the planner times it. A step above
+``budget`` FLOPs is scaled down first, so no probe takes long where the real step would (N = 512, H = T =
+128 executes ≈ 5·10¹¹ FLOPs per iteration): T is halved towards H (steps beyond the front all cost the
+same), then H and T together down to 8 layers, then the runs per stack, then H again. The estimate
+extrapolates the scaled step's seconds per FLOP to the real shape, N kept (so the products keep their
+size); deeper networks only repeat the same products, so the rate carries over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from pipeline.studies.mupc.energy import Adam, InferenceConfig, InPlaceAdam, PCEngine
+from pipeline.studies.mupc.model import Weights, init_weights
+from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.training import hessian_monitor
+from pipeline.studies.mupc.training.cost import (
+    bp_iteration_flops,
+    hessian_flops,
+    iteration_flops,
+)
+from pipeline.studies.mupc.training.train import DTYPES, set_precision
+from pipeline.studies.mupc.training.trainer import auto_layout, net_spec, predict
+
+Step = tuple[Callable[[], None], float]
+B, D, D_Y, MIN_LAYERS = 64, 784, 10, 8
+
+
+def _dtype(precision: str) -> torch.dtype:
+    return DTYPES["float64" if precision == "float64" else "float32"]
+
+
+def _setup(threads: int, precision: str, device: str) -> None:
+    if device.startswith("cpu"):
+        torch.set_num_threads(threads)
+    set_precision(device, precision)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _batch(R: int, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(R, B, D, generator=g).to(device=device, dtype=dtype)
+    y = torch.nn.functional.one_hot(torch.randint(0, D_Y, (R, B), generator=g), D_Y).to(device=device, dtype=dtype)
+    return x, y
+
+
+def scaled(flops: Callable[[int, int, int], float], H: int, T: int, R: int, budget: float) -> tuple[int, int, int]:
+    """(H, T, R) reduced by the module's rule until ``flops(H, T, R)`` is within ``budget``."""
+    while flops(H, T, R) > budget:
+        if T > H:
+            T = max(H, T // 2)
+        elif H > MIN_LAYERS or (R == 1 and H > 1):
+            h = max(1, H // 2)
+            T, H = max(1, T * h // H), h
+        elif R > 1:
+            R //= 2
+        else:
+            break
+    return H, T, R
+
+
+def _run(N: int, H: int, T: int, act_optim: str, front: bool, kind: str = "pc") -> RunConfig:
+    return RunConfig(dataset="mnist", N=N, H=H, act="tanh", param="mupc", init="standard_gauss", skips=True, seed=0,
+                     epochs=1, test_every=1, param_lr=1e-3, kind=kind, T=T, act_optim=act_optim, act_lr=0.1,
+                     activity_decay=0.0 if front else 0.1)
+
+
+def pc_step(*, N: int, H: int, T: int, runs: int, act_optim: str, front: bool, precision: str, threads: int,
+            device: str, budget: float) -> Step:
+    """One PC training iteration (feed-forward, T inference steps, errors, weight gradients, Adam) of one stack
+    as the trainer forms it (``auto_layout`` runs per stack)."""
+    _setup(threads, precision, device)
+    H, T, R = scaled(lambda h, t, r: r * iteration_flops(N, h, t, front=front)[1], H, T, runs, budget)
+    rc = _run(N, H, T, act_optim, front)
+    R = auto_layout(rc, R, device)
+    spec, dtype = net_spec(rc), _dtype(precision)
+    w0 = init_weights(spec, list(range(R)), dtype=dtype, device=device)
+    store = [w0.w_in.contiguous(), w0.w_hid.transpose(0, 1).contiguous(), w0.w_out.contiguous()]
+    w = Weights(store[0], store[1].transpose(0, 1), store[2])
+    opt = InPlaceAdam(store, [1e-3] * R, (0, 1, 0))
+    grads = [torch.empty_like(t) for t in store]
+    engine = PCEngine(spec, R, B, InferenceConfig(steps=T, optim=act_optim, activity_decay=rc.activity_decay),
+                      dtype=dtype, device=device)
+    engine.bind(w)
+    x, y = _batch(R, dtype, device)
+    lr = torch.full((R,), rc.act_lr, dtype=dtype, device=device)
+
+    @torch.no_grad()
+    def step() -> None:
+        engine.feedforward(x, y)
+        engine.infer(lr)
+        engine.errors()
+        engine.weight_grads(x, grads)
+        opt.step(grads)
+        _sync(device)
+
+    return step, R * iteration_flops(N, H, T, front=front)[1]
+
+
+def bp_step(*, N: int, H: int, runs: int, precision: str, threads: int, device: str, budget: float) -> Step:
+    """One BP iteration (feed-forward, autograd, Adam) of a stack of runs, as ``train_bp_group`` forms it."""
+    _setup(threads, precision, device)
+    H, _, R = scaled(lambda h, t, r: r * bp_iteration_flops(N, h), H, 0, runs, budget)
+    rc = _run(N, H, 0, "gd", True, kind="bp")
+    spec, dtype = net_spec(rc), _dtype(precision)
+    w = init_weights(spec, list(range(R)), dtype=dtype, device=device)
+    opt = Adam(w.tensors(), torch.full((R,), 1e-3, dtype=dtype, device=device))
+    x, y = _batch(R, dtype, device)
+    state = {"w": w}
+
+    def step() -> None:
+        params = [t.detach().requires_grad_(True) for t in state["w"].tensors()]
+        per_run = (y - predict(spec, Weights(*params), x)).pow(2).mean(dim=(1, 2))
+        grads = torch.autograd.grad(per_run.sum(), params)
+        with torch.no_grad():
+            state["w"] = Weights(*opt.step([p.detach() for p in params], list(grads)))
+        _sync(device)
+
+    return step, R * bp_iteration_flops(N, H)
+
+
+def hessian(*, N: int, H: int, method: str, threads: int, device: str, budget: float) -> Step:
+    """One Hessian-monitor call of one run (float64 blocks, dense ``eigvalsh`` or the structured extremes)."""
+    _setup(threads, "float64", device)
+    budget = budget / 8 if method == "structured" else budget  # ARPACK's Python loop: ≈ 0.1 GFLOP/s here
+    while H > 1 and hessian_flops(N, H, method) > budget:
+        H //= 2
+    rc = _run(N, H, 1, "gd", True)
+    spec = net_spec(rc)
+    w = init_weights(spec, [0], dtype=torch.float32, device=device)
+    x, y = _batch(1, torch.float32, device)
+    engine = PCEngine(spec, 1, B, InferenceConfig(steps=1), device=device)
+    engine.bind(w)
+    engine.feedforward(x, y)
+    z = engine.runs_view(engine.z)
+    dense_max_n = N * H if method == "dense" else 0
+
+    def step() -> None:
+        hessian_monitor.monitor(spec, w, x, y, z, 0.0, dense_max_n)
+        _sync(device)
+
+    return step, hessian_flops(N, H, method)
+

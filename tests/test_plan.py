@@ -1,0 +1,163 @@
+"""The cost plan (``make plan``, pipeline/plan.py): FLOP counts against hand counts, every stage of the
+graph planned, a stage estimated above 24 h stopped before compute, the calibration cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline import plan, registry
+from pipeline.config import load_params
+from pipeline.contract import Work
+from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.training import cost as mupc_cost
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test calibrates into its own cache folder."""
+    monkeypatch.setenv(plan.CACHE_ENV, str(tmp_path / "plan-cache"))
+    monkeypatch.delenv(plan.ALLOW_LONG_ENV, raising=False)
+    return tmp_path / "plan-cache"
+
+
+def test_pc_iteration_flops_match_a_hand_count():
+    # N = 2, H = 3, T = 2, batch 1, D = 4, d_y = 1; a product of m×k by k×n is 2·m·n·k FLOPs
+    ffwd = 2 * (4 * 2) + 2 * 2 * (2 * 2) + 2 * (2 * 1)  # W1 x, 2 hidden layers, the read-out: 16 + 16 + 4
+    pred = 2 * 2 * (2 * 2) + 2 * (2 * 1)  # the hidden and read-out predictions: 20
+    useful = ffwd + 2 * (2 * pred) + pred + ffwd  # T steps of predictions and Jᵀε, final errors, weight grads
+    assert useful == 172
+    # following the front: step 0 forms only the read-out's Jᵀε (4); step 1 one hidden layer's prediction and
+    # Jᵀε plus the read-out's (2·(8 + 4) = 24); the final errors of min(T, H−1) = 2 layers and the read-out
+    # (2·8 + 4 = 20); the weight gradients of those layers and the read-out, not W1 (T < H): 20
+    executed = ffwd + (4 + 24) + 20 + 20
+    assert mupc_cost.iteration_flops(N=2, H=3, T=2, B=1, D=4, d_y=1) == (useful, executed)
+    # with activity decay the engine forms every layer
+    assert mupc_cost.iteration_flops(N=2, H=3, T=2, B=1, D=4, d_y=1, front=False) == (useful, useful)
+
+
+def test_the_benchmark_counts_with_the_study_function():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import pc_training
+    finally:
+        sys.path.pop(0)
+    useful, executed = pc_training.flops(128, 8)
+    assert round(useful / 1e9, 3) == 0.335  # the mupc README's number
+    share = mupc_cost.evaluation_flops(128, 8, pc_training.EVAL_N) / pc_training.EVAL_EVERY
+    assert (useful - share, executed - share) == mupc_cost.iteration_flops(128, 8, pc_training.T)
+
+
+def test_a_run_counts_iterations_evaluations_and_the_hessian_monitor():
+    cfg = registry.config(registry.load("mupc_training"), load_params(ROOT), "smoke")
+    rc = RunConfig(dataset="mnist", N=16, H=4, act="tanh", param="sp", init="standard", skips=False, seed=0,
+                   epochs=2, test_every=8, param_lr=1e-3, T=20, act_lr=0.1, metrics="hessian")
+    its = 2 * (cfg.data.n_train // 64)  # 64 iterations
+    evals = its // 8
+    train = its * mupc_cost.iteration_flops(16, 4, 20)[1] + evals * mupc_cost.evaluation_flops(16, 4, 1024)
+    n = 16 * 4
+    monitor = (1 + evals) * (2 * 4 * 16**3 + 4 * n**3 / 3)  # blocks, dense eigvalsh (n ≤ hessian_dense_max_n)
+    assert mupc_cost.run_flops(cfg, rc) == (train, monitor)
+    bp = RunConfig(dataset="mnist", N=16, H=4, act="relu", param="depth_mup", init="standard_gauss", skips=True,
+                   seed=0, epochs=1, test_every=8, param_lr=1e-3, kind="bp")
+    f = 2 * 64 * (784 * 16 + 3 * 16 * 16 + 10 * 16)
+    assert mupc_cost.run_flops(cfg, bp) == (32 * 3 * f + 4 * f * 1024 / 64, 0.0)
+
+
+def _fixed_rate(monkeypatch: pytest.MonkeyPatch, rate: float) -> None:
+    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work: rate)
+
+
+def test_the_smoke_plan_lists_every_stage_of_the_graph(monkeypatch):
+    _fixed_rate(monkeypatch, 1e-10)
+    profile, plans, _ = plan.plan_profile("smoke", device="cpu", root=ROOT)
+    listed = {p.stage for p in plans}
+    assert len(listed) == len(plans)
+    params = load_params(ROOT)
+    units = {f"{name}_{fam.kind}@{unit}" for name in registry.names()
+             for fam in registry.load(name).families
+             for unit in fam.units(registry.config(registry.load(name), params, "smoke"))}
+    assert listed == units
+    if params.profile == "smoke":  # the committed graph is the active profile's
+        in_graph = set()
+        for name in registry.names():
+            stages = yaml.safe_load((ROOT / "pipelines" / name / "dvc.yaml").read_text())["stages"]
+            in_graph |= {f"{s}@{u}" for s, body in stages.items() for u in body["foreach"]}
+        assert listed == in_graph
+    for p in plans:
+        if p.kind == "train":  # every study declares its training cost
+            assert p.calibrated and p.runs and p.flops and p.seconds > plan.FIXED_SECONDS["train"], p.stage
+        else:
+            assert not p.calibrated and p.seconds == plan.FIXED_SECONDS[p.kind]
+    text = plan.report(profile, plans, plan.Calibration("cpu"))
+    assert "all studies (total)" in text and "estimate (calibrated on cpu:" in text
+
+
+def _paper_root(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "params").mkdir(parents=True)
+    for f in (ROOT / "params").glob("*.yaml"):
+        (root / "params" / f.name).write_text(f.read_text())
+    text = (ROOT / "params.yaml").read_text()
+    (root / "params.yaml").write_text(text.replace("\nprofile: smoke", "\nprofile: paper"))
+    assert load_params(root).profile == "paper"
+    return root
+
+
+def test_a_stage_estimated_above_24_h_stops_before_compute(tmp_path, _cache, monkeypatch):
+    root = _paper_root(tmp_path)
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(root))
+    # seed the cache at 1 ns per FLOP: the paper's S6 (≈ 3·10¹⁷ FLOPs) is then months, and nothing is probed
+    study = registry.load("mupc_training")
+    fam = study.family("train")
+    cfg = registry.config(study, load_params(root), "paper")
+    cal = plan.Calibration("cpu")
+    for w in plan.unit_cost(fam, cfg, "S6", "cpu", None).work:
+        cal.entries[cal.key(fam.probe, w)] = {"seconds_per_flop": 1e-9, "step_flops": 1.0, "step_seconds": 1e-9}
+    cal._write()
+    env = {**os.environ, "TRAINSCAPE_ROOT": str(root), "TRAINSCAPE_DEVICE": "cpu", "TRAINSCAPE_TRACKING": "off",
+           plan.CACHE_ENV: str(_cache)}
+    proc = subprocess.run([sys.executable, "-m", "stages.train", "mupc_training", "S6", "--profile", "paper"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: mupc_training_train@S6: estimate "), proc.stderr
+    assert "exceeds 24 h" in err[0] and plan.ALLOW_LONG_ENV in err[0] and "GPU" in err[0]
+    assert "plan: 1,980 runs in 45 groups" in proc.stdout
+    assert not (root / "artifacts").exists()  # stopped before any output folder
+    assert json.loads(next(_cache.glob("*.json")).read_text())["entries"].keys() == cal.entries.keys()  # no probe
+
+
+def test_a_second_calibration_reads_the_cache_and_probes_nothing(_cache):
+    work = Work("tiny", "epoch", {"seeds": 2, "f": 5, "n": 2, "tied": False, "dtype": "float32", "threads": 1,
+                                  "device": "cpu"}, 1e6)
+    module = "pipeline.studies.superposition.probe"
+    first = plan.Calibration("cpu")
+    rate = first.rate(module, work)
+    assert first.probed == [first.key(module, work)] and rate > 0
+    second = plan.Calibration("cpu")
+    assert second.rate(module, work) == rate and second.probed == []
+    assert second.path.parent == _cache and second.path.name.startswith("cpu-")
+    other = Work("tiny", "epoch", {**work.shape, "dtype": "float64"}, 1e6)  # keyed by dtype
+    assert second.key(module, other) != second.key(module, work)
+
+
+def test_a_failing_probe_leaves_the_work_out_of_the_estimate(monkeypatch):
+    cal = plan.Calibration("cpu")
+    bad = Work("no such probe", "nothing_here", {"threads": 1}, 1e9)
+    assert cal.rate("pipeline.studies.superposition.probe", bad) is None
+    assert "AttributeError" in next(iter(cal.failed.values()))
+
+
+@pytest.mark.parametrize(("seconds", "text"), [(4.2, "4.2 s"), (75, "1 min 15 s"), (3 * 3600 + 300, "3 h 5 min"),
+                                               (50 * 3600, "50 h 0 min (≈ 2.1 days)")])
+def test_estimates_print_as_h_min_s(seconds, text):
+    assert plan.fmt_seconds(seconds) == text

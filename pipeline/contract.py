@@ -147,6 +147,9 @@ class Study:
         return next((f for f in self.families if f.kind == kind), None)
 
 
+Series = tuple[Sequence[int], Sequence[float]] | tuple[Sequence[int], Sequence[float], Sequence[float]]
+
+
 @dataclass
 class Run:
     """One MLflow child run under the stage's run (one training configuration, one seed...)."""
@@ -155,7 +158,8 @@ class Run:
     params: dict[str, Any] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
-    series: dict[str, tuple[Sequence[int], Sequence[float]]] = field(default_factory=dict)  # key -> (steps, values)
+    # key -> (steps, values) or (steps, values, wall times in s since the epoch: MLflow's per-step timestamps)
+    series: dict[str, Series] = field(default_factory=dict)
     artifacts: list[str] = field(default_factory=list)  # files of the Output (by name) to attach
     failed: str | None = None  # reason, when the run diverged or stopped learning
 

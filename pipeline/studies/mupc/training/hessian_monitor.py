@@ -1,19 +1,271 @@
 """Activity-Hessian extremes during training (spec §2.1, §2.5): λmin, λmax, κ = |λmax| / |λmin|.
 
-H_z of one sample (batch of one, no 1/B) over the hidden activities, in float64, from the analysis
-engine's block formulas (:func:`pipeline.studies.mupc.hessian.hessian_blocks`). Up to
-``dense_max_n`` = N·H all runs are diagonalised densely in one batched ``eigvalsh``; above it each
-run goes through the structured extremes (Lanczos on the block-tridiagonal mat-vec for λmax,
-shift-invert with a banded Cholesky for λmin, spec §2.6). The method used is recorded.
+H_z of one sample (batch of one, no 1/B) over the hidden activities, float64 on the runs' device, for
+every stacked run in one batched computation. Up to ``dense_max_n`` = N·H all runs are diagonalised
+densely in one batched ``eigvalsh``; above it the extremes come from Krylov methods on H_z's factored
+form, batched over the runs, in torch (no host synchronisation until the one final transfer):
+
+    H_z = AᵀA + Δ,   A = [A_h; V],   Δ = diag(c_z − φ''(z) ⊙ a W ε)
+
+with A_h unit lower block-bidiagonal (sub-diagonal −J_ℓ, the hidden Jacobians J_ℓ = a W diag(φ') + s I),
+V = [0 … 0, −J_L] the read-out row (d_y × N) and Δ diagonal (the curvature term of spec §2.2 and the
+activity decay). This is the block formula of :func:`pipeline.studies.mupc.hessian.hessian_blocks`
+written as residual Jacobians, so the N×N blocks (and their N³ products) are never formed:
+
+* **mat-vec** H_z v = Aᵀ(A v) + Δ v: two batched products with the hidden weights (2·N²·(H−1) per run);
+* **λmax**: Lanczos with full reorthogonalisation (``LANCZOS_STEPS`` steps, fixed);
+* **λmin** where φ'' ≡ 0 (linear, ReLU): H_z = AᵀA + c_z I, so λmin = c_z + 1 / λmax((AᵀA)⁻¹) by
+  shift-invert Lanczos; (AᵀA)⁻¹ is exact and cheap: A_h⁻¹ and A_h⁻ᵀ are block substitutions with the
+  J_ℓ (O(N²H) each) and V adds a rank-d_y Woodbury correction (``SHIFT_INVERT_STEPS`` steps);
+* **λmin** for tanh (Δ varies, H_z may be indefinite): LOBPCG on H_z preconditioned with (AᵀA)⁻¹
+  (``LOBPCG_STEPS`` steps): exact where the curvature term vanishes, and a Rayleigh–Ritz minimum over
+  a subspace, hence an upper bound of λmin that converges to it, elsewhere.
+
+Every step count is fixed (no data-dependent stopping, so no host synchronisation); each extreme
+carries an error estimate (its move over the last ``HISTORY`` steps: the iterations converge
+monotonically), and a run whose estimate exceeds ``TOL`` is redone by the previous route on the
+CPU (dense up to n = 4,096, else SciPy Lanczos and a banded-Cholesky shift-invert; the method string
+then says so). The Krylov start vectors are drawn on the CPU from a fixed seed,
+so CPU and CUDA runs agree to round-off.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from pipeline.studies.mupc.energy import errors
 from pipeline.studies.mupc.hessian import Blocks, hessian_blocks, to_dense
-from pipeline.studies.mupc.hessian import extremes as structured_extremes
-from pipeline.studies.mupc.model import NetSpec, Weights
+from pipeline.studies.mupc.hessian import extremes as scipy_extremes
+from pipeline.studies.mupc.model import NetSpec, Weights, ddphi, dphi, multipliers
+
+# Fixed step counts, measured against dense eigvalsh on μPC nets (linear/tanh/ReLU, feed-forward and
+# perturbed activities, 3 seeds): at N = 512, H = 16, 120 Lanczos steps left λmax up to 1.2e-6 off (the top
+# of the spectrum is clustered), 200 keep it within 1e-10 at H = 8 and 1.6e-11 at H = 16 (against the old
+# route); 50 shift-invert steps and 60 LOBPCG steps keep λmin within 1e-10. A run whose estimate says
+# otherwise is redone by the previous route.
+LANCZOS_STEPS = 200
+SHIFT_INVERT_STEPS = 50
+LOBPCG_STEPS = 60
+HISTORY = 10  # the error estimate: how far an extreme moved over the last HISTORY steps (relative)
+TOL = 1e-7  # error estimate above which a run is redone (the goal is 1e-6 against dense)
+# Batched eigvalsh is cheaper than the Krylov route only for small n: at n = 2,048 (N = 128, H = 16, one
+# loaded core) the Krylov route took 0.15–0.2 s per run and dense 0.9–1.3 s. The monitor's default;
+# the trainer passes ``hessian_dense_max_n`` from the params.
+DENSE_CROSSOVER_N = 1024
+FALLBACK_DENSE_MAX_N = 4096  # a run redone: dense up to here, else SciPy Lanczos + banded Cholesky (CPU)
+_SEED = 20_240_611
+
+
+@dataclass
+class Factors:
+    """H_z = AᵀA + Δ of R runs (float64): hidden weights ``w [R, H-1, N, N]`` with ``dp [R, H, N]`` = φ'(z),
+    multipliers ``a``, ``s``, read-out Jacobian ``j_out [R, d_y, N]`` and the diagonal ``delta [R, H, N]``."""
+
+    w: torch.Tensor
+    dp: torch.Tensor
+    a: float
+    s: float
+    j_out: torch.Tensor
+    delta: torch.Tensor
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        R, H, N = self.dp.shape
+        return R, H, N
+
+    def jac(self, v: torch.Tensor) -> torch.Tensor:
+        """J_ℓ v_ℓ for ℓ = 1…H-1 in row form: v [R, H-1, k, N] → [R, H-1, k, N]."""
+        out = torch.matmul(v * self.dp[:, :-1, None], self.w.mT)
+        return out.mul_(self.a).add_(v, alpha=self.s) if self.s else out.mul_(self.a)
+
+    def jac_t(self, u: torch.Tensor) -> torch.Tensor:
+        """J_ℓᵀ u_{ℓ+1} for ℓ = 1…H-1 in row form: u [R, H-1, k, N] → [R, H-1, k, N]."""
+        out = torch.matmul(u, self.w).mul_(self.dp[:, :-1, None]).mul_(self.a)
+        return out.add_(u, alpha=self.s) if self.s else out
+
+
+def factors(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
+            activity_decay: float = 0.0) -> Factors:
+    """The factored H_z of one sample per run (float64): x [R, D], y [R, d_y], z [R, H, N]."""
+    f64 = torch.float64
+    m = multipliers(spec)
+    w64 = Weights(*(t.to(f64) for t in w.tensors()))
+    z64 = z.to(f64)
+    eps, eps_out = errors(spec, w64, x.to(f64).unsqueeze(1), y.to(f64).unsqueeze(1), z64.unsqueeze(2), m)
+    eps, eps_out = eps[:, :, 0], eps_out[:, 0]  # [R, H, N], [R, d_y]
+    dp = dphi(spec.act, z64)
+    # curvature term φ''(z_ℓ) ⊙ a_{ℓ+1} W_{ℓ+1}ᵀ ε_{ℓ+1} (row form: ε W)
+    back = torch.cat([m.a_hid * torch.matmul(eps[:, 1:].unsqueeze(-2), w64.w_hid).squeeze(-2),
+                      m.a_out * torch.matmul(eps_out.unsqueeze(-2), w64.w_out)], dim=1)
+    delta = activity_decay - ddphi(spec.act, z64) * back
+    j_out = m.a_out * w64.w_out * dp[:, -1].unsqueeze(1)
+    return Factors(w64.w_hid, dp, m.a_hid, m.s, j_out, delta)
+
+
+def matvec(f: Factors, v: torch.Tensor) -> torch.Tensor:
+    """H_z v for v [R, H, k, N] (k vectors per run in row form): Aᵀ(A v) + Δ v."""
+    u = v.clone()
+    u[:, 1:] -= f.jac(v[:, :-1])
+    u_out = -torch.matmul(v[:, -1], f.j_out.mT)  # [R, k, d_y]: the read-out residual −J_L v_H
+    out = u.clone()
+    out[:, :-1] -= f.jac_t(u[:, 1:])
+    out[:, -1] -= torch.matmul(u_out, f.j_out)
+    return out.addcmul_(f.delta.unsqueeze(2), v)
+
+
+def _m_inv(f: Factors, b: torch.Tensor) -> torch.Tensor:
+    """(A_hᵀ A_h)⁻¹ b by block substitution: y = A_h⁻ᵀ b (last layer first), then A_h⁻¹ y."""
+    H = f.shape[1]
+    y = b.clone()
+    for ell in range(H - 2, -1, -1):  # y_ℓ = b_ℓ + J_ℓᵀ y_{ℓ+1}
+        t = torch.matmul(y[:, ell + 1], f.w[:, ell]).mul_(f.dp[:, ell, None]).mul_(f.a)
+        y[:, ell] += t.add_(y[:, ell + 1], alpha=f.s) if f.s else t
+    for ell in range(H - 1):  # x_{ℓ+1} = y_{ℓ+1} + J_ℓ x_ℓ
+        x = y[:, ell]
+        t = torch.matmul(x * f.dp[:, ell, None], f.w[:, ell].mT).mul_(f.a)
+        y[:, ell + 1] += t.add_(x, alpha=f.s) if f.s else t
+    return y
+
+
+class GramInverse:
+    """(AᵀA)⁻¹ = (A_hᵀA_h + VᵀV)⁻¹ by Woodbury: M⁻¹ b − P S⁻¹ V M⁻¹ b with P = M⁻¹Vᵀ, S = I + V P."""
+
+    def __init__(self, f: Factors):
+        R, H, N = f.shape
+        self.f = f
+        vt = torch.zeros(R, H, f.j_out.shape[1], N, dtype=f.w.dtype, device=f.w.device)
+        vt[:, -1] = -f.j_out  # the columns of Vᵀ as rows
+        self.p = _m_inv(f, vt)  # [R, H, d_y, N]
+        s = torch.eye(f.j_out.shape[1], dtype=f.w.dtype, device=f.w.device) - torch.matmul(f.j_out, self.p[:, -1].mT)
+        self.chol = torch.linalg.cholesky_ex(s)[0]  # S is SPD (I + V M⁻¹ Vᵀ)
+
+    def __call__(self, b: torch.Tensor) -> torch.Tensor:
+        """(AᵀA)⁻¹ b for b [R, H, k, N]."""
+        x = _m_inv(self.f, b)
+        vx = -torch.matmul(self.f.j_out, x[:, -1].mT)  # [R, d_y, k]
+        c = torch.cholesky_solve(vx, self.chol)  # [R, d_y, k]
+        return x - torch.einsum("rjk,rhjn->rhkn", c, self.p)
+
+
+def _start(R: int, H: int, N: int, k: int, like: torch.Tensor, salt: int) -> torch.Tensor:
+    """Deterministic start vectors [R, H, k, N], drawn on the CPU (the same on every device)."""
+    g = torch.Generator().manual_seed(_SEED + salt)
+    v = torch.randn(R, H, k, N, generator=g, dtype=torch.float64).to(device=like.device, dtype=like.dtype)
+    return v / _norm(v)
+
+
+def _norm(v: torch.Tensor) -> torch.Tensor:
+    """Per run and column 2-norm over (H, N): [R, 1, k, 1]."""
+    return v.pow(2).sum(dim=(1, 3), keepdim=True).sqrt()
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per run and column inner product over (H, N): [R, 1, k, 1]."""
+    return (a * b).sum(dim=(1, 3), keepdim=True)
+
+
+def lanczos(op, v0: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batched Lanczos with full reorthogonalisation (classical Gram–Schmidt, twice) from v0 [R, H, 1, N].
+
+    Returns the Ritz values [R, steps] and those ``HISTORY`` steps earlier [R, steps − HISTORY] (ascending).
+    The extreme Ritz values move monotonically towards the extreme eigenvalues and, once converging,
+    geometrically, so their last move bounds what is left (the residual bound ‖op y − θ y‖ does not
+    help here: the edges of H_z's spectrum are clustered, so it stays far above the eigenvalue's error)."""
+    R, H, _, N = v0.shape
+    q = torch.empty(steps + 1, R, H * N, dtype=v0.dtype, device=v0.device)
+    q[0] = v0.reshape(R, -1)
+    alpha = torch.empty(R, steps, dtype=v0.dtype, device=v0.device)
+    beta = torch.empty(R, steps, dtype=v0.dtype, device=v0.device)
+    tiny = torch.finfo(v0.dtype).tiny ** 0.5
+    lost = 1e3 * torch.finfo(v0.dtype).eps
+    for j in range(steps):
+        w = op(q[j].view(R, H, 1, N)).reshape(R, -1)
+        alpha[:, j] = (q[j] * w).sum(-1)
+        size = w.norm(dim=-1)
+        basis = q[:j + 1]  # [j+1, R, n]
+        for _ in range(2):
+            w = w - torch.einsum("jr,jrn->rn", torch.einsum("jrn,rn->jr", basis, w), basis)
+        b = w.norm(dim=-1)
+        # an invariant subspace is found (what is left is round-off): stop this run's recurrence there
+        b = torch.where(b > lost * size, b, torch.zeros_like(b))
+        beta[:, j] = b
+        q[j + 1] = w * (b > 0).to(w.dtype).unsqueeze(-1) / b.clamp_min(tiny).unsqueeze(-1)
+    t = torch.diag_embed(alpha) + torch.diag_embed(beta[:, :-1], 1) + torch.diag_embed(beta[:, :-1], -1)
+    t = torch.where(torch.isfinite(t), t, 0.0)  # a non-finite run: NaN later
+    theta = torch.linalg.eigvalsh(t)
+    k = max(steps - HISTORY, 1)
+    earlier = torch.linalg.eigvalsh(t[:, :k, :k])
+    return theta, earlier
+
+
+def lobpcg_min(f: Factors, prec, x0: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Smallest eigenvalue of H_z per run (and its value ``HISTORY`` steps earlier: the Rayleigh quotient
+    decreases monotonically to it) by single-vector LOBPCG with the
+    preconditioner ``prec``: Rayleigh–Ritz on span{x, prec(r), p} each step (orthonormalised, so the
+    3×3 problem stays well conditioned)."""
+    tiny = torch.finfo(x0.dtype).tiny ** 0.5
+    lost = 1e3 * torch.finfo(x0.dtype).eps
+    x = x0 / _norm(x0)
+    hx = matvec(f, x)
+    p = hp = None
+    lam0 = _dot(x, hx)
+    for i in range(steps):
+        lam = _dot(x, hx)
+        if i == steps - HISTORY:
+            lam0 = lam
+        r = hx - lam * x
+        wv = prec(r)
+        basis, hbasis, dead = [x], [hx], [torch.zeros_like(lam.view(-1))]
+        for v in (wv, p) if p is not None else (wv,):
+            hv = matvec(f, v) if v is wv else hp
+            size = _norm(v)
+            for _ in range(2):  # orthonormalise against the basis so far (H v follows linearly)
+                for b_, hb in zip(basis, hbasis):
+                    c = _dot(b_, v)
+                    v, hv = v - c * b_, hv - c * hb
+            nv = _norm(v)
+            ok = nv > lost * size  # else only round-off is left (converged): the direction is dropped
+            scale = ok.to(v.dtype) / nv.clamp_min(tiny)
+            basis.append(v * scale)
+            hbasis.append(hv * scale)
+            dead.append((~ok).to(v.dtype).view(-1))
+        g = torch.stack([torch.stack([_dot(a, hb)[:, 0, 0, 0] for hb in hbasis], -1) for a in basis], -2)
+        g = torch.where(torch.isfinite(g), 0.5 * (g + g.mT), 0.0)  # a non-finite run: NaN later
+        big = 1e6 * (g.abs().amax(dim=(1, 2)) + 1.0)  # a dropped direction is never the smallest
+        g = g + torch.diag_embed(torch.stack(dead, -1) * big.unsqueeze(-1))
+        _, c = torch.linalg.eigh(g)  # [R, d, d]
+        c0 = c[:, :, 0]  # the smallest Ritz pair's coefficients [R, d]
+        coef = [c0[:, i].view(-1, 1, 1, 1) for i in range(len(basis))]
+        p = sum(ci * b_ for ci, b_ in zip(coef[1:], basis[1:]))
+        hp = sum(ci * hb for ci, hb in zip(coef[1:], hbasis[1:]))
+        x = coef[0] * basis[0] + p
+        hx = coef[0] * hbasis[0] + hp
+        nx = _norm(x).clamp_min(tiny)
+        x, hx = x / nx, hx / nx
+    return _dot(x, hx).view(-1), lam0.view(-1)
+
+
+def structured_extremes(f: Factors, curvature: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str]:
+    """(λmin, λmax, relative error estimate, method) per run [R] from the factored H_z (device tensors)."""
+    R, H, N = f.shape
+    n = H * N
+    theta, before = lanczos(lambda v: matvec(f, v), _start(R, H, N, 1, f.w, 0), min(LANCZOS_STEPS, n))
+    hi = theta[:, -1]
+    err_hi = (hi - before[:, -1]).abs() / hi.abs()
+    prec = GramInverse(f)
+    if not curvature:  # H_z = AᵀA + c_z I
+        th, th0 = lanczos(prec, _start(R, H, N, 1, f.w, 1), min(SHIFT_INVERT_STEPS, n))
+        err_lo = (th[:, -1] - th0[:, -1]).abs() / th[:, -1].abs()  # relative: the same for 1/θ
+        lo = f.delta[:, 0, 0] + 1.0 / th[:, -1]
+        return lo, hi, torch.maximum(err_hi, err_lo), "lanczos_LA+shift_invert_woodbury"
+    lo, lo0 = lobpcg_min(f, prec, _start(R, H, N, 1, f.w, 2), LOBPCG_STEPS)
+    err_lo = (lo - lo0).abs() / lo.abs()
+    return lo, hi, torch.maximum(err_hi, err_lo), "lanczos_LA+lobpcg_gram_preconditioned"
+
+
+# ----------------------------------------------------------------------------- dense route, blocks
 
 
 def run_blocks(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
@@ -31,31 +283,44 @@ def activity_hessian(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor
     return torch.stack([to_dense(b) for b in run_blocks(spec, w, x, y, z, activity_decay)])
 
 
-def extremes(blocks: list[Blocks], dense_max_n: int = 4096) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """Signed (λmin, λmax) per run [R] and the method; a run with non-finite entries gets NaN."""
-    R = len(blocks)
-    lo = torch.full((R,), float("nan"), dtype=torch.float64)
-    hi = lo.clone()
-    ok = [r for r, b in enumerate(blocks) if bool(torch.isfinite(b.diag).all() and torch.isfinite(b.upper).all())]
-    if not ok:
-        return lo, hi, "none"
-    if blocks[0].n <= dense_max_n:
-        ev = torch.linalg.eigvalsh(torch.stack([to_dense(blocks[r]) for r in ok])).cpu()
-        lo[ok], hi[ok] = ev[:, 0], ev[:, -1]
-        return lo, hi, "dense_eigvalsh"
-    methods = set()
-    for r in ok:
-        e = structured_extremes(blocks[r])
-        lo[r], hi[r] = e.lambda_min, e.lambda_max
-        methods.add(f"{e.method_max}+{e.method_min}")
-    return lo, hi, "/".join(sorted(methods))
+def dense_extremes(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
+                   activity_decay: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(λmin, λmax) [R] by one batched eigvalsh of the dense H_z (on the runs' device)."""
+    hz = activity_hessian(spec, w, x, y, z, activity_decay)
+    ev = torch.linalg.eigvalsh(torch.where(torch.isfinite(hz), hz, 0.0))  # a non-finite run: NaN later
+    return ev[:, 0], ev[:, -1]
 
 
 def monitor(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
-            activity_decay: float = 0.0, dense_max_n: int = 4096
+            activity_decay: float = 0.0, dense_max_n: int = DENSE_CROSSOVER_N
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str]:
-    """(λmin, λmax, κ, method) per run for the first sample of each run's batch: x [R, B, D], y [R, B, d_y],
-    z [R, H, B, N] (post-inference activities, current weights)."""
-    blocks = run_blocks(spec, w, x[:, 0], y[:, 0], z[:, :, 0], activity_decay)
-    lo, hi, method = extremes(blocks, dense_max_n)
+    """(λmin, λmax, κ, method) per run (CPU float64 [R]) for the first sample of each run's batch:
+    x [R, B, D], y [R, B, d_y], z [R, H, B, N] (post-inference activities, current weights).
+
+    Dense ``eigvalsh`` up to n = N·H = ``dense_max_n``, the batched Krylov extremes above it. A run with
+    non-finite weights or activities gets NaN."""
+    x1, y1, z1 = x[:, 0], y[:, 0], z[:, :, 0]
+    R = w.runs
+    if dense_max_n >= spec.N * spec.H:
+        lo, hi = dense_extremes(spec, w, x1, y1, z1, activity_decay)
+        err, method = torch.zeros_like(lo), "dense_eigvalsh"
+    else:
+        f = factors(spec, w, x1, y1, z1, activity_decay)
+        lo, hi, err, method = structured_extremes(f, spec.act == "tanh")
+    finite = torch.stack([torch.isfinite(t).flatten(1).all(1) for t in (*w.tensors(), x1, y1, z1)]).all(0)
+    out = torch.stack([lo, hi, err, finite.to(lo.dtype)]).cpu()  # the one transfer
+    lo, hi, err, ok = out[0].clone(), out[1].clone(), out[2], out[3].bool()
+    redo = [r for r in range(R) if ok[r] and not (bool(torch.isfinite(lo[r]) and torch.isfinite(hi[r]))
+                                                  and float(err[r]) <= TOL)]
+    if redo and method != "dense_eigvalsh":  # an estimate above the tolerance: the previous route
+        idx = torch.tensor(redo, device=w.w_in.device)
+        sub = Weights(*(t[idx] for t in w.tensors()))
+        blocks = run_blocks(spec, sub, x1[idx], y1[idx], z1[idx], activity_decay)
+        again = set()
+        for r, b in zip(redo, blocks):
+            e = scipy_extremes(b, dense_max_n=FALLBACK_DENSE_MAX_N)
+            lo[r], hi[r] = e.lambda_min, e.lambda_max
+            again.add(f"{e.method_max}+{e.method_min}")
+        method += "/" + "/".join(sorted(again))
+    lo[~ok], hi[~ok] = float("nan"), float("nan")
     return lo, hi, hi.abs() / lo.abs(), method

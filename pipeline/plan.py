@@ -56,6 +56,11 @@ FIXED_SECONDS = {"train": 5.0, "extract": 3.0, "render": 10.0}
 # CPU thread, a few ms on a GPU).
 PROBE_FLOPS = {"cpu": 1e9, "cuda": 1e11}
 PROBE_SECONDS = 0.2  # each probe times its step (after one warm-up call) for about this long
+# A stage's own check probes only what it must: below FLOOR_FLOPS a stage cannot take 24 h on any machine that
+# runs its products at FLOOR_RATE or faster (the slowest rate probed here, launch-bound equilibrium steps, was
+# about 5e7 FLOP/s), so its missing shapes are not probed and its estimate is that bound (`make plan` probes).
+FLOOR_RATE = 1e7  # FLOP/s
+FLOOR_FLOPS = LONG_SECONDS * FLOOR_RATE
 
 
 # ----------------------------------------------------------------------------- the device
@@ -160,10 +165,12 @@ class Calibration:
         return json.dumps({"probe": f"{module}:{work.probe}", "shape": dict(work.shape), "torch": self.torch},
                           sort_keys=True)
 
-    def rate(self, module: str, work: Work) -> float | None:
-        """Seconds per FLOP of ``work``'s step on this device: cached, else probed now and cached; None when
-        the probe fails (the plan then says so: an estimate is never a reason for a stage to crash)."""
+    def rate(self, module: str, work: Work, probe: bool = True) -> float | None:
+        """Seconds per FLOP of ``work``'s step on this device: cached, else probed now and cached (``probe``)
+        or None; None when the probe fails (the plan then says so: an estimate never makes a stage crash)."""
         key = self.key(module, work)
+        if key not in self.entries and not probe:
+            return None
         if key not in self.entries:
             t0 = time.perf_counter()
             device = str(work.shape.get("device", self.device))
@@ -232,24 +239,31 @@ def unit_cost(family: Family, cfg: Any, unit: str, device: str, previous: Callab
 
 
 def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: Calibration,
-               previous: Callable[[str], Any] | None = None) -> StagePlan:
-    """The plan of one unit: its cost, each work's estimate on the calibration's device, the fixed part."""
+               previous: Callable[[str], Any] | None = None, probe: bool = True) -> StagePlan:
+    """The plan of one unit: its cost, each work's estimate on the calibration's device, the fixed part.
+    Without ``probe``, a shape missing from the cache is estimated at :data:`FLOOR_RATE` (an upper bound)."""
     plan = StagePlan(study.name, family.kind, unit, seconds=FIXED_SECONDS[family.kind])
     if not family.cost:
         plan.note = "fixed: process start-up and small work" if family.kind != "train" else "no cost declared"
         return plan
     cost = unit_cost(family, cfg, unit, calibration.device, previous)
     plan.runs, plan.groups, plan.flops, plan.note, plan.calibrated = cost.runs, cost.groups, cost.flops, cost.note, True
-    failed = []
+    failed, bounded = [], 0
     for w in cost.work:
-        rate = calibration.rate(family.probe or "", w) if w.flops else 0.0
-        if rate is None:
-            failed.append(f"{w.label}: {calibration.failed[calibration.key(family.probe or '', w)]}")
+        rate = calibration.rate(family.probe or "", w, probe) if w.flops else 0.0
+        key = calibration.key(family.probe or "", w)
+        if rate is None and key in calibration.failed:
+            failed.append(f"{w.label}: {calibration.failed[key]}")
+        elif rate is None:
+            rate, bounded = 1.0 / FLOOR_RATE, bounded + 1
         seconds = w.flops * (rate or 0.0)
         plan.work.append((w, seconds))
         plan.seconds += seconds
     if failed:
         plan.note += f"; NOT in the estimate (probe failed): {'; '.join(failed)}"
+    if bounded:
+        plan.note += (f"; {bounded} shape(s) not probed, too few FLOPs to reach 24 h: the estimate is an upper "
+                      f"bound at {FLOOR_RATE / 1e6:g} MFLOP/s (`make plan` calibrates them)")
     return plan
 
 
@@ -285,7 +299,9 @@ def before_stage(study: Study, family: Family, cfg: Any, unit: str, device: str,
         importlib.import_module(family.probe)
     cal = Calibration(device)
     prev = previous_reader(study.name, family.kind, unit) if family.resumable else None
-    plan = plan_stage(study, family, cfg, unit, cal, prev)
+    plan = plan_stage(study, family, cfg, unit, cal, prev, probe=False)
+    if plan.seconds > LONG_SECONDS or (plan.flops or 0) > FLOOR_FLOPS:  # the 24 h verdict needs the real rates
+        plan = plan_stage(study, family, cfg, unit, cal, prev)
     where = f"{device}: {cal.name}"
     log(f"plan: {_count(plan.runs or 0, 'run')} in {_count(plan.groups or 0, 'group')}, {fmt_flops(plan.flops or 0)}; "
         f"estimate {fmt_seconds(plan.seconds)} (calibrated on {where}); {plan.note}")

@@ -73,7 +73,7 @@ def test_a_run_counts_iterations_evaluations_and_the_hessian_monitor():
 
 
 def _fixed_rate(monkeypatch: pytest.MonkeyPatch, rate: float) -> None:
-    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work: rate)
+    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True: rate)
 
 
 def test_the_smoke_plan_lists_every_stage_of_the_graph(monkeypatch):
@@ -161,3 +161,29 @@ def test_a_failing_probe_leaves_the_work_out_of_the_estimate(monkeypatch):
                                                (50 * 3600, "50 h 0 min (≈ 2.1 days)")])
 def test_estimates_print_as_h_min_s(seconds, text):
     assert plan.fmt_seconds(seconds) == text
+
+
+def test_a_stage_too_small_to_reach_24_h_probes_nothing_and_says_its_bound(_cache, monkeypatch):
+    """A stage's own check probes only where the 24 h verdict needs it; its line says the estimate is a bound."""
+    probed: list[str] = []
+    real = plan.Calibration.rate
+
+    def counting(self, module, work, probe=True):
+        if probe and self.key(module, work) not in self.entries:
+            probed.append(work.label)
+        return real(self, module, work, probe)
+
+    monkeypatch.setattr(plan.Calibration, "rate", counting)
+    study = registry.load("mupc_training")
+    fam = study.family("train")
+    cfg = registry.config(study, load_params(ROOT), "smoke")
+    lines: list[str] = []
+    p = plan.before_stage(study, fam, cfg, "S9", "cpu", lines.append)
+    assert probed == [] and p.flops < plan.FLOOR_FLOPS
+    assert p.seconds == pytest.approx(plan.FIXED_SECONDS["train"] + p.flops / plan.FLOOR_RATE)
+    assert len(lines) == 1 and "not probed, too few FLOPs to reach 24 h" in lines[0]
+    big = registry.config(study, load_params(ROOT), "paper")
+    monkeypatch.setattr(plan, "FLOOR_FLOPS", 0.0)  # any stage above the floor is probed before its verdict
+    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True: 1e-12 if probe else None)
+    p = plan.before_stage(study, fam, big, "S9", "cpu", lines.append)
+    assert "not probed" not in lines[-1] and p.seconds == pytest.approx(plan.FIXED_SECONDS["train"] + p.flops * 1e-12)

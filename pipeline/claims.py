@@ -31,6 +31,8 @@ from pipeline.tracking import Tracker, provenance_tags
 STRICT_ENV = "TRAINSCAPE_CLAIMS_STRICT"
 HOLDS, FAILS, UNMEASURED = "holds", "fails", "not measured"
 
+KIND_LABELS = {"finding": "findings", "sanity": "sanity checks"}  # how the ledger counts each kind
+
 
 def ledger_path() -> Path:
     return repo_root() / "reports" / "claims.json"
@@ -229,8 +231,9 @@ def report(ledger: Mapping[str, Any], out: Any = None, err: Any = None) -> None:
               f"({r['seed_figure']})\n"
               f"!!!!   {r['sentence']}\n!!!!   check {r['check']}: {detail}", file=err)
     for kind, c in s["by_kind"].items():
-        print(f"[claims] {kind}s: {c['holds']}/{c['claims']} hold ({c['fails']} fail, {c['not_measured']} not "
-              f"measured); expected but not holding: {len(c['expected_but_not_holding'])}", file=out)
+        print(f"[claims] {KIND_LABELS.get(kind, kind)}: {c['holds']}/{c['claims']} hold ({c['fails']} fail, "
+              f"{c['not_measured']} not measured); expected but not holding: {len(c['expected_but_not_holding'])}",
+              file=out)
     print(f"[claims] {s['holds']}/{s['claims']} hold on profile {s['profile']!r} ({s['fails']} fail, "
           f"{s['not_measured']} not measured); expected but not holding: {len(s['expected_but_not_holding'])}",
           file=out)

@@ -286,3 +286,18 @@ def test_render_entry_reads_the_train_units_and_returns_metrics(family, key, syn
         assert list(extra) == [key]
         want = transfer(head) if key.startswith("transfer") else head["best_final_acc"]
         assert extra[key] == want and extra[key]
+
+
+def test_a_one_point_curve_is_drawn_as_a_marker():
+    """A run stopped at its first evaluation has one point: a line style alone would draw nothing."""
+    import matplotlib.pyplot as plt
+
+    from pipeline.studies.mupc.training.figures import band
+
+    fig, ax = plt.subplots()
+    band(ax, np.array([8]), np.array([12.0]), np.array([0.0]), "k", "BP", marker=None)
+    band(ax, np.array([8, 16]), np.array([12.0, 14.0]), np.array([0.0, 0.0]), "r", "μPC", marker=None)
+    one, two = ax.get_lines()
+    assert one.get_marker() == "o" and list(one.get_ydata()) == [12.0]
+    assert two.get_marker() in (None, "None", "")  # a real line keeps its style
+    plt.close(fig)

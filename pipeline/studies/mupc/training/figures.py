@@ -170,6 +170,8 @@ def band(ax: plt.Axes, x: np.ndarray, mean: np.ndarray, std: np.ndarray, color: 
         ax.plot([], [], color=color, ls=ls, label=f"{label} (no evaluations)")
         return
     ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.3, lw=0)
+    if len(mean) == 1 and marker is None:  # a run stopped at its first evaluation: one point, no line to draw
+        marker = "o"
     ax.plot(x, mean, color=color, marker=marker, ms=3, ls=ls, lw=lw, label=label)
 
 

@@ -57,6 +57,18 @@ def over_gaussian_edge(cells: Any, *, lo: float, hi: float) -> tuple[bool, Any]:
     return all(r is not None and lo <= r <= hi for r in ratios.values()), ratios
 
 
+def by_config(hessian: Mapping, first: str, second: str) -> dict[str, tuple[Mapping, Mapping] | None]:
+    """Per linear configuration, its ``first/<config>`` and ``second/<config>`` metrics (cell -> value);
+    None where either is missing or empty (the claim then fails for that configuration)."""
+    out: dict[str, tuple[Mapping, Mapping] | None] = {}
+    for key in hessian:
+        if key.startswith(f"{first}/"):
+            config = key.split("/", 1)[1]
+            a, b = hessian.get(key), hessian.get(f"{second}/{config}")
+            out[config] = (a, b) if isinstance(a, Mapping) and isinstance(b, Mapping) and a and b else None
+    return out
+
+
 def coupling_drives_conditioning(hessian: Any, *, factor: float) -> tuple[bool, Any]:
     """F3: at the largest width, from the shallowest to the deepest net κ(H_theory) grows at least
     ``factor`` times more than κ(D) does, in every linear configuration (``H_theory_kappa/<config>``
@@ -64,13 +76,13 @@ def coupling_drives_conditioning(hessian: Any, *, factor: float) -> tuple[bool, 
     the layers' own blocks. Measured: both growth factors and their ratio per configuration."""
     if not isinstance(hessian, Mapping):
         return False, None
-    configs = [k.split("/", 1)[1] for k in hessian if k.startswith("H_theory_kappa/")]
-    ok, measured = bool(configs), {}
-    for config in configs:
-        h, d = hessian.get(f"H_theory_kappa/{config}"), hessian.get(f"D_kappa/{config}")
-        if not isinstance(h, Mapping) or not isinstance(d, Mapping) or not h or not d:
+    pairs = by_config(hessian, "H_theory_kappa", "D_kappa")
+    ok, measured = bool(pairs), {}
+    for config, pair in pairs.items():
+        if pair is None:
             ok, measured[config] = False, None
             continue
+        h, d = pair
         vals = [number(corner(x, "max", e)) for x in (h, d) for e in ("max", "min")]
         if any(v is None or v <= 0 for v in vals):
             ok, measured[config] = False, None
@@ -93,13 +105,13 @@ def positive_to_resolution(hessian: Any, *, eps: float = EPS64) -> tuple[bool, A
     indefinite. Measured: per cell λ_min and the floor."""
     if not isinstance(hessian, Mapping):
         return False, None
-    configs = [k.split("/", 1)[1] for k in hessian if k.startswith("lambda_min/")]
-    ok, measured = bool(configs), {}
-    for config in configs:
-        lmins, kappas = hessian.get(f"lambda_min/{config}"), hessian.get(f"kappa/{config}")
-        if not isinstance(lmins, Mapping) or not isinstance(kappas, Mapping) or not lmins:
+    pairs = by_config(hessian, "lambda_min", "kappa")
+    ok, measured = bool(pairs), {}
+    for config, pair in pairs.items():
+        if pair is None:
             ok, measured[config] = False, None
             continue
+        lmins, kappas = pair
         for cell, value in lmins.items():
             lmin, c = number(value), coordinates(str(cell), "_")
             if lmin == 0.0:  # κ = ∞: λ_max unknown, and 0 is within any floor

@@ -25,7 +25,7 @@ from typing import Any
 
 from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
-from pipeline.studies.mupc.analysis.layout import hessian_configs
+from pipeline.studies.mupc.analysis.layout import hessian_configs, is_slice
 from pipeline.studies.mupc.cost import blocks_flops, dense_flops, eig_flops
 
 # GD steps a tanh/relu equilibrium takes to tol 1e-8: the order of the median measured at initialisation on
@@ -68,7 +68,7 @@ def _hessian(cfg: MupcAnalysisParams) -> Cost:
     configs = hessian_configs(hp)
     work: dict[tuple[str, int, int], float] = {}
     for c, N, H in itertools.product(configs, hp.widths, hp.depths):
-        full = hp.full_spectra == "all" or max(hp.widths) == N or max(hp.depths) == H  # as train.is_slice
+        full = is_slice(N, H, hp)
         method = hessian_method(full, N * H, hp)
         work[(method, N, H)] = work.get((method, N, H), 0.0) + cell_flops(c["act"], N, H, method, full, hp)
     items = tuple(Work(f"{m} N={N} H={H} (n={N * H})", "hessian_cell",

@@ -46,3 +46,8 @@ def fwd_key(act: str, optim: str, variant: str) -> str:
 
 def theory_key(act: str, param: str, N: int, H: int) -> str:
     return f"{act}/{param}/width_{N}/{H}_n_hidden"
+
+
+def is_slice(N: int, H: int, hp: HessianParams) -> bool:
+    """Whether the Hessian cell (N, H) gets its full spectrum (a slice of the grid, or every cell)."""
+    return hp.full_spectra == "all" or max(hp.widths) == N or max(hp.depths) == H

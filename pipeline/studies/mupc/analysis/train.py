@@ -27,6 +27,7 @@ from pipeline.studies.mupc.analysis.layout import (
     fwd_key,
     hessian_configs,
     hessian_key,
+    is_slice,
     theory_key,
 )
 from pipeline.studies.mupc.energy import Adam, EnergyTerms, energy, errors, weight_grads
@@ -133,10 +134,6 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
         arrays.update(w_in=w.w_in[0].numpy(), w_hid=w.w_hid[0].numpy(), w_out=w.w_out[0].numpy(), x=x.numpy())
     arrays.update(lambda_max=np.float64(lmax), lambda_min=np.float64(lmin), kappa=np.float64(info["kappa"]))
     return arrays, info, eig_seconds
-
-
-def is_slice(N: int, H: int, hp: HessianParams) -> bool:
-    return hp.full_spectra == "all" or max(hp.widths) == N or max(hp.depths) == H
 
 
 def train_hessian(ctx: Context, cfg: MupcAnalysisParams) -> Iterator[Output]:

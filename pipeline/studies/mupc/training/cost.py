@@ -39,10 +39,9 @@ from pipeline.studies.mupc.training.sweeps import (
     CONFIG_FILE,
     expand,
     is_done,
-    precision,
+    resume_settings,
     run_part,
     stack_groups,
-    sweep_dtype,
 )
 
 D, D_Y = 784, 10
@@ -113,13 +112,6 @@ def run_flops(cfg: TrainingParams, rc: RunConfig) -> tuple[float, float]:
 def group_flops(cfg: TrainingParams, group: Sequence[RunConfig]) -> float:
     """FLOPs of one stacked group (the progress bar of the sweep counts these)."""
     return sum(sum(run_flops(cfg, rc)) for rc in group)
-
-
-def resume_settings(cfg: TrainingParams, unit: str, device: str) -> dict[str, Any]:
-    """The settings a finished run's config.json must carry to be kept (those ``train.train`` records)."""
-    dtype = sweep_dtype(cfg, unit)
-    return {"data": {"n_train": cfg.data.n_train, "n_test": cfg.data.n_test}, "dtype": dtype,
-            "allow_tf32": cfg.allow_tf32, "precision": precision(dtype, cfg.allow_tf32, device)}
 
 
 def group_work(cfg: TrainingParams, group: Sequence[RunConfig], prec: str) -> list[Work]:

@@ -117,6 +117,14 @@ def run_record(rc: RunConfig, status: str, extra: dict[str, Any]) -> dict[str, A
     return {"run": rc.as_params(), "key": rc.key(), "hash": rc.hash(), "status": status, **extra}
 
 
+def resume_settings(cfg: TrainingParams, sweep_id: str, device: str) -> dict[str, Any]:
+    """The :data:`RESUME_KEYS` settings a sweep records in every run's config.json (and must find there
+    to keep a run): the data subset, the dtype, the TF32 choice and the resulting precision."""
+    dtype = sweep_dtype(cfg, sweep_id)
+    return {"data": {"n_train": cfg.data.n_train, "n_test": cfg.data.n_test}, "dtype": dtype,
+            "allow_tf32": cfg.allow_tf32, "precision": precision(dtype, cfg.allow_tf32, device)}
+
+
 def is_done(record: dict[str, Any] | None, rc: RunConfig, settings: dict[str, Any]) -> bool:
     """A run is done when an earlier ``config.json`` has its hash, a final status and the same
     :data:`RESUME_KEYS` settings; such runs are skipped on resumption. A run's folder is written

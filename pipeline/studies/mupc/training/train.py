@@ -29,11 +29,10 @@ from pipeline.studies.mupc.training.sweeps import (
     INDEX_FILE,
     expand,
     is_done,
-    precision,
+    resume_settings,
     run_part,
     run_record,
     stack_groups,
-    sweep_dtype,
     sweep_index,
 )
 from pipeline.studies.mupc.training.trainer import DataSet, RunResult, load_dataset, train_group
@@ -157,10 +156,8 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     device = ctx.device
     if str(device).startswith("cpu"):
         torch.set_num_threads(cfg.threads)
-    dtype = sweep_dtype(cfg, unit)
-    prec = precision(dtype, cfg.allow_tf32, str(device))
-    settings = {"data": {"n_train": cfg.data.n_train, "n_test": cfg.data.n_test}, "dtype": dtype,
-                "allow_tf32": cfg.allow_tf32, "precision": prec}
+    settings = resume_settings(cfg, unit, str(device))
+    dtype, prec = settings["dtype"], settings["precision"]
     runs = expand(cfg, unit)
     todo = [rc for rc in runs if not is_done(ctx.previous(f"{run_part(rc)}/{CONFIG_FILE}"), rc, settings)]
     groups = stack_groups(todo, cfg.max_stack)

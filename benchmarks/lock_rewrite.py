@@ -5,7 +5,7 @@
 After a stage runs, DVC loads its ``dvc.lock`` with a comment-preserving YAML round trip, replaces
 the stage's entry and writes the file back. This replays exactly that (DVC's own
 ``modify_yaml``) for every locked stage of the repository, once into a single lock holding every
-entry (the layout before ``pipelines/<study>/``) and once into the lock of the stage's own file (the
+entry (the layout before ``graph/<study>/``) and once into the lock of the stage's own file (the
 layout now). Both sides rewrite the same entries with the same content: every ``--every``-th stage
 of each lock (a rewrite of the one big lock takes seconds), best of ``--repeats`` interleaved rounds.
 Per stage times the number of stages is what one full rebuild of the graph pays for lock rewrites.
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def locks() -> dict[Path, dict]:
     yaml = YAML(typ="safe")
-    return {p: yaml.load(p.read_text()) for p in [ROOT / "dvc.lock", *sorted(ROOT.glob("pipelines/*/dvc.lock"))]
+    return {p: yaml.load(p.read_text()) for p in [ROOT / "dvc.lock", *sorted(ROOT.glob("graph/*/dvc.lock"))]
             if p.exists()}
 
 
@@ -48,7 +48,7 @@ def main() -> None:
     args = ap.parse_args()
     found = locks()
     if len(found) < 2:
-        sys.exit("no pipelines/<study>/dvc.lock yet: build first (dvc repro)")
+        sys.exit("no graph/<study>/dvc.lock yet: build first (dvc repro)")
     n = sum(len(doc["stages"]) for doc in found.values())
     times: dict[str, list[float]] = {"one dvc.lock": [], "one per study": []}
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,7 +13,7 @@ DVC cannot splice a list into ``deps``, so what differs between the units of a f
 as numbered ``foreach`` item fields (``d0``, ``d1``… / ``p0``…); a unit with fewer repeats its first.
 
 The framework's stages (download, claims, report) are written to ``dvc.yaml``; each study's to
-``pipelines/<study>/dvc.yaml`` (:func:`dvc_file`). ``python -m pipeline.graph`` writes them;
+``graph/<study>/dvc.yaml`` (:func:`dvc_file`). ``python -m pipeline.graph`` writes them;
 ``--check`` exits 1 when one is stale.
 """
 
@@ -307,7 +307,7 @@ def render_files(params: Params) -> dict[str, str]:
     """The text of each generated ``dvc.yaml``, by path relative to the repository."""
     out = {}
     for path, body in files(params).items():
-        where = ("the framework's stages; each study's are in pipelines/<study>/dvc.yaml" if path == ROOT_FILE
+        where = ("the framework's stages; each study's are in graph/<study>/dvc.yaml" if path == ROOT_FILE
                  else "this study's stages, run from the repository root (wdir); its dvc.lock sits beside it")
         text = yaml.safe_dump({"stages": body}, sort_keys=False, width=120, default_flow_style=False)
         out[path] = HEADER.format(profile=params.profile, where=where) + text

@@ -32,7 +32,7 @@ def stage_name(study: str, kind: str, unit: str) -> str:
     return f"{study}_{kind}@{unit}"
 
 
-STUDY_DVC_DIR = "pipelines"  # pipelines/<study>/dvc.yaml, with DVC's dvc.lock beside it
+STUDY_DVC_DIR = "graph"  # graph/<study>/dvc.yaml, with DVC's dvc.lock beside it
 
 
 def dvc_file(study: str | None) -> str:

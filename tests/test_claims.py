@@ -362,7 +362,7 @@ def _metrics_of(stage: dict, item: str | None) -> list[str]:
 
 def test_editing_a_claim_reruns_no_training_or_rendering():
     body = {}
-    for path in [ROOT / "dvc.yaml", *ROOT.glob("pipelines/*/dvc.yaml")]:
+    for path in [ROOT / "dvc.yaml", *ROOT.glob("graph/*/dvc.yaml")]:
         body.update(yaml.safe_load(path.read_text())["stages"])
     for name, stage in body.items():
         if name != "claims":

@@ -18,7 +18,7 @@ WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.records"
 
 def test_committed_dvc_yaml_files_are_what_make_dag_writes():
     wanted = graph.render_files(load_params(ROOT))
-    assert set(wanted) == {"dvc.yaml", *(f"pipelines/{n}/dvc.yaml" for n in registry.names())}
+    assert set(wanted) == {"dvc.yaml", *(f"graph/{n}/dvc.yaml" for n in registry.names())}
     for path, text in wanted.items():
         assert (ROOT / path).read_text() == text, f"{path} is stale: run `make dag` and commit it"
     assert graph.stale_files(ROOT, wanted) == []
@@ -27,7 +27,7 @@ def test_committed_dvc_yaml_files_are_what_make_dag_writes():
 def _committed() -> dict:
     """Every stage of the committed dvc.yaml files, by name."""
     out = {}
-    for path in [ROOT / "dvc.yaml", *sorted(ROOT.glob("pipelines/*/dvc.yaml"))]:
+    for path in [ROOT / "dvc.yaml", *sorted(ROOT.glob("graph/*/dvc.yaml"))]:
         out.update(yaml.safe_load(path.read_text())["stages"])
     return out
 
@@ -37,21 +37,21 @@ def _deps(stage: str) -> set[str]:
 
 
 def test_each_study_has_its_own_file_run_from_the_root():
-    """A study's stages sit in pipelines/<study>/dvc.yaml (so its dvc.lock is its own), run from the root."""
+    """A study's stages sit in graph/<study>/dvc.yaml (so its dvc.lock is its own), run from the root."""
     for name in registry.names():
         body = yaml.safe_load((ROOT / graph.dvc_file(name)).read_text())["stages"]
         assert body and all(s.startswith(f"{name}_") and v["do"]["wdir"] == "../.." for s, v in body.items())
-        assert graph.target(f"{name}_render@x") == f"pipelines/{name}/dvc.yaml:{name}_render@x"
+        assert graph.target(f"{name}_render@x") == f"graph/{name}/dvc.yaml:{name}_render@x"
     assert set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]) == {"download", "claims", "report"}
     assert graph.target("report") == "report" and graph.study_of("download@mnist") is None
 
 
 def test_make_dag_removes_the_file_of_a_study_that_is_gone(tmp_path):
-    wanted = {"dvc.yaml": "", "pipelines/kept/dvc.yaml": ""}
+    wanted = {"dvc.yaml": "", "graph/kept/dvc.yaml": ""}
     for name, text in {"kept": graph.GENERATED, "gone": graph.GENERATED, "hand": "stages: {}\n"}.items():
-        (tmp_path / "pipelines" / name).mkdir(parents=True)
-        (tmp_path / "pipelines" / name / "dvc.yaml").write_text(text)
-    assert graph.stale_files(tmp_path, wanted) == ["pipelines/gone/dvc.yaml"]  # never a hand-written file
+        (tmp_path / "graph" / name).mkdir(parents=True)
+        (tmp_path / "graph" / name / "dvc.yaml").write_text(text)
+    assert graph.stale_files(tmp_path, wanted) == ["graph/gone/dvc.yaml"]  # never a hand-written file
 
 
 def test_code_deps_split_training_from_figures():

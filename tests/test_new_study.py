@@ -100,10 +100,10 @@ def test_a_new_study_needs_only_its_folder_and_params_file(repo_copy, mlflow_uri
     changed = repo_copy.run("git", "status", "--porcelain", "--untracked-files=all").stdout.split("\n")
     assert sorted(line[3:] for line in changed if line) == [
         "dvc.yaml", "params/tiny.yaml", *sorted(f"pipeline/studies/tiny/{name}" for name in FILES),
-        "pipelines/tiny/dvc.yaml"]
+        "graph/tiny/dvc.yaml"]
 
     stages = repo_copy.dvc("stage", "list", "--all", "--name-only").stdout.split()
-    assert sorted(stages) == sorted(["report", *(f"pipelines/tiny/dvc.yaml:{s}" for s in
+    assert sorted(stages) == sorted(["report", *(f"graph/tiny/dvc.yaml:{s}" for s in
                                                  ("tiny_train@flat", "tiny_train@steep", "tiny_render@fits"))])
     repo_copy.dvc("repro")
 

@@ -89,7 +89,7 @@ def test_the_smoke_plan_lists_every_stage_of_the_graph(monkeypatch):
     if params.profile == "smoke":  # the committed graph is the active profile's
         in_graph = set()
         for name in registry.names():
-            stages = yaml.safe_load((ROOT / "pipelines" / name / "dvc.yaml").read_text())["stages"]
+            stages = yaml.safe_load((ROOT / "graph" / name / "dvc.yaml").read_text())["stages"]
             in_graph |= {f"{s}@{u}" for s, body in stages.items() for u in body["foreach"]}
         assert listed == in_graph
     for p in plans:

@@ -274,7 +274,7 @@ def test_the_checks_catch_what_the_readmes_used_to_teach(tmp_path):
     """The refused and failing forms of issue 25 are caught, with the README and line named."""
     fake = tmp_path / "README.md"
     fake.write_text("x\n```bash\ndvc exp run -S profile=paper\ndvc exp run -S imprint.glyph=droid\n"
-                    "make nonsense && dvc repro pipelines/imprint/dvc.yaml:imprint_render@nope\n```\n")
+                    "make nonsense && dvc repro graph/imprint/dvc.yaml:imprint_render@nope\n```\n")
     cmds = list(commands(fake))
     assert [c.line for c in cmds] == [3, 4, 5, 5]
     assert "make profile P=" in override_problem("profile=paper", tmp_path)
@@ -283,9 +283,9 @@ def test_the_checks_catch_what_the_readmes_used_to_teach(tmp_path):
     assert "does not exist" in override_problem("params/nope.yaml:nope.x=1", tmp_path)
     assert override_problem("params/imprint.yaml:imprint.profiles.smoke.epochs=5", tmp_path) is None
     assert override_problem("params/imprint.yaml:+imprint.profiles.paper.epochs=5", tmp_path) is None
-    assert "runs no `nope`" in stage_problem("pipelines/imprint/dvc.yaml:imprint_render@nope")
-    assert "no stage" in stage_problem("pipelines/imprint/dvc.yaml:imprint_nothing")
-    assert stage_problem("pipelines/imprint/dvc.yaml:imprint_render@glyph") is None
+    assert "runs no `nope`" in stage_problem("graph/imprint/dvc.yaml:imprint_render@nope")
+    assert "no stage" in stage_problem("graph/imprint/dvc.yaml:imprint_nothing")
+    assert stage_problem("graph/imprint/dvc.yaml:imprint_render@glyph") is None
     assert _modules(list(commands(fake))) == []
     fake.write_text("```bash\n.venv/bin/python -m pipeline.plan --profile paper\n```\n")
     assert [m for _, m in _modules(list(commands(fake)))] == ["pipeline.plan"]

@@ -27,6 +27,7 @@ from pipeline import plan as planning
 from pipeline import registry
 from pipeline.config import ConfigError, Params, flatten, load_params, params_file, params_hash
 from pipeline.contract import Context, Family, Output, Study
+from pipeline.declared import DeclaredView, declared_reader, key_paths
 from pipeline.executor import executor_name, figure_workers_setting, mapper
 from pipeline.paths import dvc_target, stage_name, study_dir
 from pipeline.provenance import MissingInputError, data_checksums, git_state
@@ -173,8 +174,11 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
             path = out_dir / fname
             return read_file(path) if path.exists() else None
 
-        ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=p.cfg, device=p.device,
-                      stage=name, provenance=prov, reader=_reader(study), own=own,
+        # the study sees only what its family declares (what dvc.yaml lists for this unit)
+        view = DeclaredView(p.cfg, key_paths(p.family.keys(p.cfg, unit)), where=name)
+        reader = declared_reader(_reader(study), p.family.reads(p.cfg, unit), name)
+        ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=view, device=p.device,
+                      stage=name, provenance=prov, reader=reader, own=own,
                       log=lambda msg: print(f"[{name}] {msg}", flush=True), progress=_progress(name),
                       mapper=mapper(p.executor))
         if hardware:

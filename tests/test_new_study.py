@@ -98,9 +98,8 @@ def test_a_new_study_needs_only_its_folder_and_params_file(repo_copy, mlflow_uri
     out = repo_copy.run("make", "-s", "dag", f"PY={sys.executable}")
     assert "4 stages in 2 files for profile 'smoke'" in out.stdout
     changed = repo_copy.run("git", "status", "--porcelain", "--untracked-files=all").stdout.split("\n")
-    assert sorted(line[3:] for line in changed if line) == [
-        "dvc.yaml", "params/tiny.yaml", *sorted(f"pipeline/studies/tiny/{name}" for name in FILES),
-        "graph/tiny/dvc.yaml"]
+    assert sorted(line[3:] for line in changed if line) == sorted([
+        "dvc.yaml", "params/tiny.yaml", *(f"pipeline/studies/tiny/{name}" for name in FILES), "graph/tiny/dvc.yaml"])
 
     stages = repo_copy.dvc("stage", "list", "--all", "--name-only").stdout.split()
     assert sorted(stages) == sorted(["report", *(f"graph/tiny/dvc.yaml:{s}" for s in
@@ -126,3 +125,15 @@ def test_a_new_study_needs_only_its_folder_and_params_file(repo_copy, mlflow_uri
     assert not any(k.startswith("profiles") for k in parent.data.params), "only resolved values are logged"
     assert parent.data.metrics["slope"] == pytest.approx(fits["steep"])
     assert entry["mlflow_run_id"] in {r.info.run_id for r in client.search_runs([exp.experiment_id])}
+
+    # what a unit reads is what its family declares: a read beyond it stops the stage and names the declaration
+    train = study / "train.py"
+    train.write_text(train.read_text().replace("ctx.cfg.slopes[unit] * x", "max(ctx.cfg.slopes.values()) * x"))
+    res = repo_copy.run(sys.executable, "-m", "stages.train", "tiny", "flat", "--profile", "smoke", check=False)
+    assert res.returncode != 0
+    assert "UndeclaredReadError: tiny_train@flat read params key 'slopes.steep', which it does not" in res.stderr
+    render = study / "figures.py"
+    render.write_text(render.read_text().replace("for key in ctx.cfg.slopes:", "for key in [*ctx.cfg.slopes, 'x']:"))
+    res = repo_copy.run(sys.executable, "-m", "stages.render", "tiny", "fits", "--profile", "smoke", check=False)
+    assert res.returncode != 0
+    assert "read points.npz of train unit 'x', which it does not declare" in res.stderr

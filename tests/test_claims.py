@@ -139,6 +139,8 @@ def test_every_imprint_claim_holds_on_the_fixture(claim):
     ("muon_leads_epoch1_glyph", ("glyph-muon", "test_acc_epoch1"), 0.82),
     ("glyph_survives_adam", ("glyph-adam", "glyph_contrast_retained"), 0.5),
     ("glyph_fades_under_muon", ("glyph-muon", "glyph_contrast_retained"), 1.05),
+    # fading more, but by less than the seed's 3.1 % (Adam keeps 1.01): a 0.99-vs-1.00 result breaks it
+    ("glyph_fades_under_muon", ("glyph-muon", "glyph_contrast_retained"), 0.99),
     ("glyph_norm_falls_more_under_muon", ("glyph-muon", "spectral_norm_final"), 45.85),
     ("random_norm_doubles_muon", ("random-muon", "spectral_norm_final"), 2.0),
     # the seed's level after 10 epochs, less 0.7 points: 95.88 %

@@ -18,6 +18,9 @@ FINAL_ACC = 0.9658 - 0.007
 # the seed's glyph+Adam ‖W2‖₂: 45.6 -> ≈ 45.3 over 10 epochs, and the spec's bound on that fall
 # (< 0.6, against 2–4 under Muon): at most 0.6 / 45.6 = 1.3 % of the initial norm, either way
 ADAM_NORM_REL = 0.6 / 45.6
+# the seed's ‖W2‖₂ falls by 2–4 under Muon and by < 0.6 under Adam (spec §3) out of 45.6: the glyph, W2's
+# dominant component, loses at least 2 / 45.6 − 0.6 / 45.6 = 3.1 % more of its strength under Muon
+FADE_GAP = (2.0 - 0.6) / 45.6
 TEN_EPOCHS = ("smoke trains 3 fp32 epochs; the seed's level is after 10 (its glyph+Adam run was at 94.89 % "
               "after 3 epochs, smoke's at 94.5 %)")
 
@@ -63,9 +66,11 @@ CLAIMS = (
           (run("glyph-adam", "glyph_contrast_retained"),), partial(at_least, threshold=0.9), figures=("glyph",),
           kind=FINDING),
     Claim("glyph_fades_under_muon", GLYPH_FIG,
-          "Under Muon the glyph fades from W2 more than under Adam (less of its contrast remains).",
+          "Under Muon the glyph fades from W2 more than under Adam: at least 3.1 % less of its initial contrast "
+          "remains (the seed's ‖W2‖₂, the glyph's strength, falls by 2–4 of 45.6 under Muon and by < 0.6 under "
+          "Adam: (2 − 0.6) / 45.6).",
           (run("glyph-adam", "glyph_contrast_retained"), run("glyph-muon", "glyph_contrast_retained")),
-          exceeds, figures=("glyph",), kind=FINDING),
+          partial(exceeds, margin=FADE_GAP), figures=("glyph",), kind=FINDING),
     Claim("glyph_norm_falls_more_under_muon", GLYPH_FIG,
           "From the glyph init, the spectral norm of W2 falls more under Muon than under Adam.",
           (run("glyph-muon", "spectral_norm_initial"), run("glyph-muon", "spectral_norm_final"),

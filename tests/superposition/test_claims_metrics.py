@@ -7,7 +7,14 @@ import pytest
 
 from pipeline import claims
 from pipeline.studies.superposition.claims import CLAIMS
-from pipeline.studies.superposition.extract import feature_directions, features_above_init, variant_geometry
+from pipeline.studies.superposition.extract import (
+    feature_directions,
+    features_above_init,
+    heatmap_numbers,
+    unembedding_alignment,
+    variant_geometry,
+    variant_heatmaps,
+)
 
 
 def _cols(angles_deg, norms):
@@ -43,7 +50,12 @@ def test_features_above_init_count_only_columns_longer_than_the_longest_at_init(
     assert geo["42"]["features_above_init"] == 2 and geo["42"]["represented_features_initial"] == 3
 
 
-GEOMETRY = {"final_geometry": {"0": {"features_above_init": 13}, "42": {"features_above_init": 17}}}
+GEOMETRY = {"final_geometry": {
+    # seed 42 as the paper run ends it (the spec's ReLU(M) diagonal: 16 above 0.1); seed 0 at its worst numbers
+    "0": {"features_above_init": 13, "w_u_alignment_min": 0.58, "relu_m_diagonal_above": {"0.1": 15},
+          "m_min_epoch8500": -2.01, "m_min": -9.33},
+    "42": {"features_above_init": 17, "w_u_alignment_min": 0.67, "relu_m_diagonal_above": {"0.1": 16},
+           "m_min_epoch8500": -2.54, "m_min": -8.60}}}
 PLATEAUS = {"variants": {"untied": {"seeds": {
     "3": {"plateaus": [{"start_epoch": 6813, "end_epoch": 10487, "loss": 0.01832}]},
     "42": {"plateaus": []}}}}}
@@ -70,3 +82,54 @@ def test_the_note_plateau_claim_fails_when_no_plateau_covers_epochs_8000_to_9000
     moved["superposition_extract@summary"]["variants"]["untied"]["seeds"]["3"]["plateaus"] = [
         {"start_epoch": start, "end_epoch": end, "loss": 0.01832}]
     assert _row("plateau_at_note_epochs", moved)["status"] == "fails"
+
+
+def test_unembedding_alignment_reads_the_features_w_e_embeds():
+    w_e = _cols([0, 90, 180], [1.0, 1.0, 0.05])  # the third is not embedded
+    assert unembedding_alignment(w_e, w_e.T) == pytest.approx(1.0)  # tied: W_U = W_Eᵀ
+    w_u = _cols([60, 90, 0], [2.0, 0.5, 1.0]).T  # 60° off, aligned, and the unembedded one opposite
+    assert unembedding_alignment(w_e, w_u) == pytest.approx(0.5)
+    assert unembedding_alignment(np.zeros((2, 3)), w_u) is None
+
+
+def test_heatmap_numbers_count_relu_m_diagonal_and_find_m_extremes():
+    w_e = _cols([0, 90, 180, 270], [1.0, 0.6, 0.4, 0.2])
+    w_u = _cols([0, 90, 180, 270], [1.0, 1.0, 1.0, 1.0]).T
+    h = heatmap_numbers(w_e, w_u)  # diagonal 1, 0.6, 0.4, 0.2; antipodal pairs give M = −norm
+    assert h["relu_m_diagonal_above"] == {"0.1": 4, "0.3": 3, "0.5": 2}
+    assert h["relu_m_max_offdiagonal"] == pytest.approx(0.0, abs=1e-12) and h["m_min"] == pytest.approx(-1.0)
+
+
+def test_variant_heatmaps_take_m_at_the_note_epoch_only_where_a_snapshot_holds_it():
+    w_e = np.stack([_cols([0, 90], [0.1, 0.1]), _cols([0, 180], [1.0, 1.0]), _cols([0, 180], [2.0, 2.0])])[:, None]
+    w_u = np.transpose(w_e, (0, 1, 3, 2))
+    long = variant_heatmaps([42], w_e, w_u, np.array([0, 8500, 20000]))["42"]
+    assert long["m_min_epoch8500"] == pytest.approx(-1.0) and long["m_min"] == pytest.approx(-4.0)
+    assert long["w_u_alignment_min"] == pytest.approx(1.0) and long["relu_m_diagonal_above_initial"]["0.1"] == 0
+    short = variant_heatmaps([42], w_e, w_u, np.array([0, 1000, 2000]))["42"]
+    assert "m_min_epoch8500" not in short
+
+
+@pytest.mark.parametrize(("cid", "seed", "key", "value"), [
+    ("unembedding_follows_embedding", "0", "w_u_alignment_min", 0.3),  # a W_U row 73° off its W_E column
+    ("unembedding_follows_embedding", "42", "w_u_alignment_min", -0.99),  # as at init
+    ("relu_m_diagonal_spread", "0", "relu_m_diagonal_above", {"0.1": 4}),  # the tied-style four features
+    ("m_deepens_after_note_epoch", "42", "m_min", -4.0),  # 1.6x: the heat map barely changes after 8,500
+    ("m_deepens_after_note_epoch", "0", "m_min_epoch8500", 0.1),  # no negative interference at 8,500
+])
+def test_the_geometry_and_heatmap_claims_fail_when_their_metric_moves(cid, seed, key, value):
+    assert _row(cid, STAGES)["status"] == "holds"
+    moved = copy.deepcopy(STAGES)
+    moved["superposition_extract@untied"]["final_geometry"][seed][key] = value
+    assert _row(cid, moved)["status"] == "fails"
+
+
+def test_the_m_claim_fails_without_the_note_epoch_and_says_why_on_smoke():
+    moved = copy.deepcopy(STAGES)
+    for row in moved["superposition_extract@untied"]["final_geometry"].values():
+        del row["m_min_epoch8500"]
+    assert _row("m_deepens_after_note_epoch", moved)["status"] == "fails"
+    claim = next(c for c in CLAIMS if c.id == "m_deepens_after_note_epoch")
+    assert not claim.expected("smoke") and "8,500" in claim.fails_on["smoke"]
+    for cid in ("unembedding_follows_embedding", "relu_m_diagonal_spread"):
+        assert next(c for c in CLAIMS if c.id == cid).expected("smoke")

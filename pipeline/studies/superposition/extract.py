@@ -77,6 +77,49 @@ def variant_geometry(seeds: list[int], w_e: np.ndarray, losses: np.ndarray) -> d
             for i, s in enumerate(seeds)}
 
 
+NOTE_EPOCH = 8500  # the note: "compare what happens here at 8500 epochs to the final behaviour!"
+DIAGONAL_LEVELS = (0.1, 0.3, 0.5)  # the spec's §3 counts of ReLU(M)'s diagonal (seed 42: 16, 4, 1)
+
+
+def unembedding_alignment(w_e: np.ndarray, w_u: np.ndarray, min_norm: float = 0.1) -> float | None:
+    """The smallest cosine between a feature's W_U row and its W_E column, over the features W_E embeds
+    (column norm > ``min_norm``); 1 for the tied model (W_U = W_Eᵀ); None when W_E embeds none."""
+    e_norm, u_norm = np.linalg.norm(w_e, axis=0), np.linalg.norm(w_u, axis=1)
+    keep = (e_norm > min_norm) & (u_norm > 0)
+    if not keep.any():
+        return None
+    cos = np.sum(w_u * w_e.T, axis=1)[keep] / (e_norm[keep] * u_norm[keep])
+    return float(cos.min())
+
+
+def heatmap_numbers(w_e: np.ndarray, w_u: np.ndarray) -> dict[str, Any]:
+    """What the heat maps of M = W_U·W_E and ReLU(M) show for one snapshot: how many diagonal entries of
+    ReLU(M) exceed each of ``DIAGONAL_LEVELS``, its largest off-diagonal entry, and M's most negative entry."""
+    m = w_u @ w_e
+    relu = np.maximum(m, 0.0)
+    diag = np.diag(relu)
+    off = relu - np.diag(diag)
+    return {"relu_m_diagonal_above": {f"{t:g}": int(np.sum(diag > t)) for t in DIAGONAL_LEVELS},
+            "relu_m_max_offdiagonal": float(off.max()), "m_min": float(m.min())}
+
+
+def variant_heatmaps(seeds: list[int], w_e: np.ndarray, w_u: np.ndarray, snap_epochs: np.ndarray) -> dict[str, dict]:
+    """Per seed, at the end: the W_U alignment and the heat-map numbers (:func:`heatmap_numbers`); the same at
+    init (``…_initial``) and M's most negative entry at the note's epoch 8,500 where a snapshot holds it."""
+    epochs = [int(e) for e in snap_epochs]
+    note = epochs.index(NOTE_EPOCH) if NOTE_EPOCH in epochs and epochs[-1] > NOTE_EPOCH else None
+    out = {}
+    for i, s in enumerate(seeds):
+        final, initial = heatmap_numbers(w_e[-1, i], w_u[-1, i]), heatmap_numbers(w_e[0, i], w_u[0, i])
+        row = {**final, "w_u_alignment_min": unembedding_alignment(w_e[-1, i], w_u[-1, i]),
+               "w_u_alignment_min_initial": unembedding_alignment(w_e[0, i], w_u[0, i]),
+               "relu_m_diagonal_above_initial": initial["relu_m_diagonal_above"], "m_min_initial": initial["m_min"]}
+        if note is not None:
+            row[f"m_min_epoch{NOTE_EPOCH}"] = heatmap_numbers(w_e[note, i], w_u[note, i])["m_min"]
+        out[str(s)] = row
+    return out
+
+
 def summary(ctx: Context) -> Output:
     """Plateau-then-drop detection on every seed of every variant."""
     cfg: Superposition = ctx.cfg
@@ -106,11 +149,15 @@ def extract(ctx: Context, unit: str) -> Output:
     seeds = [int(s) for s in h["seeds"]]
     metrics = variant_losses(unit, ctx.cfg.variants[unit].tied, seeds, h["losses"])
     metrics["final_geometry"] = variant_geometry(seeds, h["w_e"], h["losses"])
+    heat = variant_heatmaps(seeds, h["w_e"], h["w_u"], h["snap_epochs"])
+    for seed, row in metrics["final_geometry"].items():
+        row.update(heat[seed])
     cfg: Superposition = ctx.cfg
     rows = [{"variant": unit, "tied": cfg.variants[unit].tied, "seed": s, "epochs": metrics["epochs"], "f": cfg.f,
              "n": cfg.n, "lr": cfg.lr, "lr_schedule": cfg.lr_schedule, "status": status(h["losses"][:, i]),
              "final_loss": metrics["final_loss"][str(s)], "loss_epoch1": metrics["loss_epoch1"][str(s)],
-             **metrics["final_geometry"][str(s)]} for i, s in enumerate(seeds)]
+             **{k: v for k, v in metrics["final_geometry"][str(s)].items() if not isinstance(v, dict)}}
+            for i, s in enumerate(seeds)]
     return Output(json={"losses.json": metrics}, metrics=metrics, tables={"runs.csv": pd.DataFrame(rows)},
                   run_metrics={"final_loss_min": metrics["final_loss_min"],
                                "final_loss_median": metrics["final_loss_median"]})

@@ -135,3 +135,34 @@ def test_positive_definite_fails_on_a_negative_eigenvalue_above_resolution(lmin)
     moved = copy.deepcopy(OWN)
     moved["hessian_init"]["lambda_min/mupc_standard_gauss_skips"]["N8_H8"] = lmin
     assert _row("hessian_positive_definite", moved)["status"] == "fails"
+
+
+# ----------------------------------------------------------------------------- F1 beyond linear nets
+
+# smoke's measured κ at the corners (μPC, N 2..8, H 2..8): ReLU without skips grows least (17.6 → 34.3 at N = 8)
+NONLINEAR = {"nonlinear_kappa/relu_mupc_standard_gauss_no_skips": dict(zip(CORNERS, (4.89, 14.0, 17.6, 34.3))),
+             "nonlinear_kappa/relu_mupc_standard_gauss_skips": dict(zip(CORNERS, (7.07, 125.4, 22.4, 152.5))),
+             "nonlinear_kappa/tanh_mupc_standard_gauss_no_skips": dict(zip(CORNERS, (2.70, 54.7, 11.3, 166.2))),
+             "nonlinear_kappa/tanh_mupc_standard_gauss_skips": dict(zip(CORNERS, (25.5, 108.6, 51.2, 174.5))),
+             # SP is not part of the claim (an SP ReLU net without skips is flat at N = 2 on the paper grid)
+             "nonlinear_kappa/relu_sp_standard_no_skips": dict(zip(CORNERS, (3.51, 3.59, 5.97, 17.0)))}
+NONLINEAR_OWN = {"profile": "paper", "hessian_init": {**HESSIAN, **NONLINEAR}}
+
+
+def test_the_nonlinear_widening_claim_holds_on_the_smoke_shape():
+    assert _row("kappa_grows_with_depth_nonlinear_mupc", NONLINEAR_OWN)["status"] == "holds"
+
+
+@pytest.mark.parametrize(("key", "cell", "value"), [
+    ("nonlinear_kappa/relu_mupc_standard_gauss_no_skips", "N8_H8", 25.0),  # 1.4x: a spectrum that barely widens
+    ("nonlinear_kappa/tanh_mupc_standard_gauss_skips", "N2_H8", 20.0),  # narrower at depth
+    ("nonlinear_kappa/tanh_mupc_standard_gauss_no_skips", "N8_H8", float("nan")),
+])
+def test_the_nonlinear_widening_claim_fails_when_kappa_stays_flat(key, cell, value):
+    moved = copy.deepcopy(NONLINEAR_OWN)
+    moved["hessian_init"][key][cell] = value
+    assert _row("kappa_grows_with_depth_nonlinear_mupc", moved)["status"] == "fails"
+
+
+def test_the_nonlinear_widening_claim_needs_the_nonlinear_metrics():
+    assert _row("kappa_grows_with_depth_nonlinear_mupc", OWN)["status"] == "fails"  # linear only: nothing checked

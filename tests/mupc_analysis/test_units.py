@@ -256,10 +256,17 @@ def test_extract_gathers_the_headline_numbers(full_store):
     assert {"status", "kappa", "final_ratio", "rms_final_hidden_L2", "N"} <= set(t.columns)
     assert set(m) == {"profile", "hessian_init", "fwd_pass", "theory_grid", "theory_width"} and m["profile"] == "smoke"
     assert out.json["headline.json"] == m
-    # κ and λ_min at the grid corners of the linear configs only, and F3's κ(D), κ(H_theory), |H_theory − H_num|
-    assert set(m["hessian_init"]) == {f"{q}/{c}" for q in ("kappa", "lambda_min", "D_kappa", "H_theory_kappa",
-                                                           "theory_vs_num")
-                                      for c in ("mupc_standard_gauss_skips", "sp_standard_no_skips")}
+    # κ and λ_min at the grid corners of the linear configs, F3's κ(D), κ(H_theory), |H_theory − H_num|, and
+    # the tanh configs' κ, λ_min, λ_max apart (F1 beyond linear nets)
+    configs = ("mupc_standard_gauss_skips", "sp_standard_no_skips")
+    assert set(m["hessian_init"]) == ({f"{q}/{c}" for q in ("kappa", "lambda_min", "D_kappa", "H_theory_kappa",
+                                                            "theory_vs_num") for c in configs}
+                                      | {f"nonlinear_{q}/tanh_{c}" for q in ("kappa", "lambda_min", "lambda_max")
+                                         for c in configs})
+    tanh = next(x for x in hessian_configs(cfg.hessian) if x["act"] == "tanh" and x["param"] == "mupc")
+    tanh_cells = store.files["hessian_init"][f"{hessian_key(tanh)}/summary.json"]["cells"]
+    assert m["hessian_init"]["nonlinear_kappa/tanh_mupc_standard_gauss_skips"] == {
+        f"N{x['N']}_H{x['H']}": x["kappa"] for x in tanh_cells}
     c = hessian_configs(cfg.hessian)[0]
     cells = store.files["hessian_init"][f"{hessian_key(c)}/summary.json"]["cells"]
     assert m["hessian_init"]["kappa/mupc_standard_gauss_skips"] == {f"N{x['N']}_H{x['H']}": x["kappa"] for x in cells}

@@ -144,6 +144,15 @@ CLAIMS = (
           (HESSIAN,), partial(each, keys=r"lambda_min/.*", check=partial(trend, axis="H", direction="down",
                                                                           sep="_", factor=1.5)),
           figures=("F1",), kind=FINDING),
+    Claim("kappa_grows_with_depth_nonlinear_mupc",
+          "F1 (H_num_eigenvals_{N,H} of tanh and ReLU nets; paper Figs. A.1–A.7)",
+          "The spectrum widens with depth beyond linear nets: under μPC, for tanh and ReLU nets with and without "
+          "skips, κ(H_z) at init is at least 1.5× larger at the deepest net than at the shallowest, at every "
+          "width (the spec gives no level for nonlinear nets, §8.1/§8.3: 1.5× is the linear λ_min claim's "
+          "factor; a spectrum that does not widen, ratio ≈ 1, fails).",
+          (HESSIAN,), partial(each, keys=r"nonlinear_kappa/(tanh|relu)_mupc_.*",
+                              check=partial(trend, axis="H", direction="up", sep="_", factor=1.5)),
+          figures=("F1",), kind=FINDING),
     Claim("coupling_drives_ill_conditioning", "F3 (D_/O_/H_theory_eigenvals; spec §2.2)",
           "The ill-conditioning comes from the coupling between layers: from the shallowest to the deepest "
           "net (largest width) κ(H_theory = D + O) grows at least 2× more than κ(D), the layers' own blocks, "

@@ -18,16 +18,21 @@ Reader = Callable[[str], Any]  # a file of the train unit by name -> JSON object
 
 def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
     """κ and λ_min of the linear configs (first seed and decay) at the four corners of the (N, H) grid, and
-    F3's theory numbers there (κ(D), κ(H_theory), max |H_theory − H_num|)."""
+    F3's theory numbers there (κ(D), κ(H_theory), max |H_theory − H_num|); for the tanh and ReLU configs,
+    κ, λ_min and λ_max at the same corners under ``nonlinear_*/<act>_<config>`` (F1 beyond linear nets)."""
     hp = cfg.hessian
     out = {}
     corners_n, corners_h = (min(hp.widths), max(hp.widths)), (min(hp.depths), max(hp.depths))
     for c in hessian_configs(hp):
-        if c["act"] != "linear" or c["seed"] != hp.seeds[0] or c["activity_decay"] != hp.activity_decays[0]:
+        if c["seed"] != hp.seeds[0] or c["activity_decay"] != hp.activity_decays[0]:
             continue
         cells = read(f"{hessian_key(c)}/summary.json")["cells"]
         config = f"{c['param']}_{c['init']}_{'skips' if c['skips'] else 'no_skips'}"
         corner = [x for x in cells if x["N"] in corners_n and x["H"] in corners_h]
+        if c["act"] != "linear":
+            for q in ("kappa", "lambda_min", "lambda_max"):
+                out[f"nonlinear_{q}/{c['act']}_{config}"] = {f"N{x['N']}_H{x['H']}": x[q] for x in corner}
+            continue
         out[f"kappa/{config}"] = {f"N{x['N']}_H{x['H']}": x["kappa"] for x in corner}
         out[f"lambda_min/{config}"] = {f"N{x['N']}_H{x['H']}": x["lambda_min"] for x in corner}
         # F3: the theory split H = D + O (linear nets): κ of the block diagonal D and of D + O, and how far

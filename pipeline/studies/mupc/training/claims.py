@@ -17,7 +17,16 @@ from pipeline.contract import FINDING, Claim
 
 TINY = ("smoke trains 32 iterations of width-16 nets on 2,048 images: accuracies sit near chance "
         "and their order across depth is noise")
-TRAINS = 20.0  # "trains": 10 points above chance (10 %)
+# "Trains": 10 points above chance (10 %). Kept only where the spec gives no level: F13's band of activity
+# lrs (spec §8.1 reads the paper's levels off its final, best-lr curves, not off the lrs around the best).
+TRAINS = 20.0
+# The paper's levels, spec §8.1 [UNCERTAIN: read off the axis ticks, MNIST 10/55/100 and F-MNIST 10/50/90, of
+# Figs. 1 and A.16–A.18, not printed]: ≈ 90 %+ on MNIST and the high 80s on Fashion-MNIST for μPC and BP at their
+# best lrs. Each finding asks for that level less 10 points (the reading's uncertainty and seed spread).
+MNIST_LEVEL, FMNIST_LEVEL = 80.0, 75.0
+LEVELS = {"mnist": MNIST_LEVEL, "fashion_mnist": FMNIST_LEVEL}
+SMOKE_LEVEL = ("smoke trains 32 iterations of width-16 nets on 2,048 images: its accuracies (21–70 %) are far "
+               "below the paper's levels after full epochs")
 
 
 def fam(k: str) -> str:
@@ -44,9 +53,23 @@ def deepest(mapping: Any, *, check: Any) -> tuple[bool, Any]:
     return ok, {key: measured}
 
 
+def at_dataset_level(mapping: Any, *, levels: Mapping[str, float]) -> tuple[bool, Any]:
+    """Every accuracy of a mapping keyed ``<dataset>/…`` is at least its dataset's level (a dataset without one
+    fails); measured: per key the accuracy and the level it was held to."""
+    if not isinstance(mapping, Mapping) or not mapping:
+        return False, None
+    ok, measured = True, {}
+    for key, value in mapping.items():
+        level = levels.get(str(key).split("/", 1)[0])
+        holds, v = at_least(value, threshold=level) if level is not None else (False, number(value))
+        ok &= holds
+        measured[key] = {"acc": v, "level": level}
+    return ok, measured
+
+
 def both_train(a: Any, b: Any) -> tuple[bool, Any]:
-    """Every final accuracy of both families is at least ``TRAINS``; measured: each one's."""
-    va, vb = (each(x, check=partial(at_least, threshold=TRAINS)) for x in (a, b))
+    """Every final accuracy of both families is at its dataset's paper level (``LEVELS``); measured: each one's."""
+    va, vb = (at_dataset_level(x, levels=LEVELS) for x in (a, b))
     return va[0] and vb[0], [va[1], vb[1]]
 
 
@@ -168,7 +191,8 @@ CLAIMS = (
           kind=FINDING),
     Claim("mupc_broad_activity_lr_band", "F13 (test_accs_muPC_{act}_{H}_n_hidden; paper Figs. A.16–A.18)",
           "μPC trains over a broad band of activity lrs: at the selected param lr, in every (activation, depth) "
-          "cell the activity lrs that reach the training level span at least a factor 10.",
+          "cell the activity lrs that train (at least 10 points above chance: the spec gives the paper's levels "
+          "only for the best lrs, §8.1) span at least a factor 10.",
           ((fam("F13"), "final_acc_per_act_lr"),), partial(trainable_band, level=TRAINS, span=10.0),
           figures=("F13",), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("sp_gd_acc_falls_with_depth", "F7/F8 (best_test_accs_GD; paper Fig. 3)",
@@ -199,17 +223,18 @@ CLAIMS = (
           "μPC: κ(H_z) at init still grows with depth (the paper: roughly polynomially).",
           ((fam("F12"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F12",), kind=FINDING),
     Claim("mupc_trains_at_every_depth", "F13/F15 (best_test_accs_depth_muP; paper Fig. 1)",
-          "μPC trains at every depth: at its best lrs the accuracy is at least 10 points above chance "
-          "for every activation and depth.",
-          ((fam("F15"), "mupc_best_final_acc_per_H"),), partial(each, check=partial(at_least, threshold=TRAINS)),
+          "μPC trains at every depth at the paper's level: at its best lrs the MNIST accuracy after one epoch is "
+          "at least 80 % for every activation and depth (the paper: ≈ 90 %+ up to 128 layers, spec §8.1).",
+          ((fam("F15"), "mupc_best_final_acc_per_H"),), partial(at_dataset_level, levels=LEVELS),
           figures=("F13", "F15"), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("mupc_trains_at_every_width", "F14 (best_test_accs_width_muP)",
           "μPC at its best lrs is no worse at the largest width than at the smallest, for every activation.",
           ((fam("F14"), "mupc_best_final_acc_per_N"),), partial(trend, axis="N", direction="up"),
           figures=("F14",), kind=FINDING),
     Claim("mupc_deepest_trains_long", "F16/F17 (mupc_128_*_acc)",
-          "The deepest μPC net trains on both datasets over several epochs: final accuracy at least 10 "
-          "points above chance.",
+          "The deepest μPC net trains on both datasets over several epochs to the paper's level: final "
+          "accuracy at least 80 % on MNIST and 75 % on Fashion-MNIST (the paper: ≈ 90 %+ and the high 80s, "
+          "spec §8.1).",
           ((fam("F16"), "final_acc"), (fam("F17"), "final_acc")),
           both_train,
           figures=("F16", "F17"), fails_on={"smoke": TINY}, kind=FINDING),
@@ -243,9 +268,10 @@ CLAIMS = (
           partial(on_measured, check=partial(last_by_depth, act="linear", direction="down")), figures=("F20",),
           kind=FINDING),
     Claim("bp_trains", "F21 (bp_results best_test_accs)",
-          "BP with Depth-μP trains every activation (best lr at least 10 points above chance).",
-          ((fam("F21"), "best_final_acc"),), partial(each, check=partial(at_least, threshold=TRAINS)),
-          figures=("F21",), kind=FINDING),
+          "BP with Depth-μP trains every activation to the paper's level: at its best lr at least 80 % on MNIST "
+          "and 75 % on Fashion-MNIST (the paper's BP curves: ≈ 90 %+ and the high 80s, spec §8.1).",
+          ((fam("F21"), "best_final_acc"),), partial(at_dataset_level, levels=LEVELS),
+          figures=("F21",), fails_on={"smoke": SMOKE_LEVEL}, kind=FINDING),
     Claim("activity_decay_does_not_help_pc", "F22 (max_test_accs_per_activity_decay)",
           "Activity decay does not rescue standard PC (linear, no skips): for every activity lr the max test "
           "accuracy with the strongest decay is below that without decay.",
@@ -263,11 +289,12 @@ CLAIMS = (
           fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"},
           kind=FINDING),
     Claim("mupc_trains_on_fmnist", "F25 (max_test_accs_over_lrs_Fashion-MNIST)",
-          "μPC trains on Fashion-MNIST: at the best (activity lr, param lr) of the accuracy contour the max "
-          "test accuracy (mean over seeds) is at least 10 points above chance for every activation.",
+          "μPC trains on Fashion-MNIST to the paper's level: at the best (activity lr, param lr) of the accuracy "
+          "contour the max test accuracy (mean over seeds) is at least 75 % for every activation (the paper's "
+          "Fashion-MNIST curves reach the high 80s, spec §8.1; S8 trains one epoch).",
           ((fam("F25"), "contour_best"),), partial(each, keys=r"notebook/\w+/acc",
-                                                    check=partial(at_least, threshold=TRAINS)),
-          figures=("F25",), kind=FINDING),
+                                                    check=partial(at_least, threshold=FMNIST_LEVEL)),
+          figures=("F25",), fails_on={"smoke": SMOKE_LEVEL}, kind=FINDING),
     Claim("mupc_fmnist_optimum_near_mnist", "F25 vs F23 (min_train_losses_over_lrs; spec §5.3)",
           "μPC's lrs carry over from MNIST to Fashion-MNIST: the F-MNIST min-train-loss optimum is within a "
           "factor 5 (one step of the paper's lr grid) of the MNIST optimum at the same width and depth, on both "

@@ -14,7 +14,8 @@ from pipeline.config import load_section, read_tree
 from pipeline.contract import Context
 from pipeline.plotting import plt
 from pipeline.studies.mupc.training import aggregate as ag
-from pipeline.studies.mupc.training.config import FAMILY_SWEEPS, TrainingParams
+from pipeline.studies.mupc.training.config import TrainingParams
+from pipeline.studies.mupc.training.families import FAMILIES
 from pipeline.studies.mupc.training.figures import RENDERERS, render, render_family, transfer
 from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
 from tests.conftest import ROOT
@@ -71,7 +72,7 @@ def test_family_draws_its_figures(family, synth):
     assert len({f.id for f in figs}) == len(figs)
     for f in figs:
         assert f.family == family and f.id.startswith(family) and f.seed_figure and f.caption
-        assert f.sources and {s for _, s in f.sources} <= set(FAMILY_SWEEPS[family])
+        assert f.sources and {s for _, s in f.sources} <= set(FAMILIES[family].reads())
         assert all(kind == "train" for kind, _ in f.sources)
         assert isinstance(f.mpl, MplFigure) and f.plotly is None
         axes = [ax for ax in f.mpl.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]

@@ -107,9 +107,9 @@ def test_stack_groups_share_shapes():
     ("gpu_medium", ("sweep_ids",), ["S1", "S99"], "sweep_ids"),
     ("smoke", ("profiles", "smoke", "data", "n_train"), 10, "mupc_training.data.n_train = 10"),
     ("paper", ("dtype",), "float16", "'float32', 'float64'"),
-    ("paper", ("figures", "families", "F7", "sweeps"), ["S2"], "reads exactly"),
-    ("smoke", ("figures", "families", "F30"), {"sweeps": ["S1"]}, "F30"),
-    ("smoke", ("figures", "families", "F18", "acts"), ["gelu"], "gelu"),
+    ("smoke", ("figures", "restrict", "F30"), {"acts": ["relu"]}, "F30"),
+    ("smoke", ("figures", "restrict", "F18", "acts"), ["gelu"], "gelu"),
+    ("smoke", ("figures", "restrict", "F18", "sweeps"), ["S2"], "sweeps"),  # a family's sweeps are its table entry
     ("paper", ("profiles", "paper", "figures", "selection"), "best", "mupc_training.figures.selection = 'best'"),
     ("smoke", ("figures", "best_lrs", "S12", "relu", 8), [0.1], "param lr, activity lr"),
     ("smoke", ("figures", "chance"), 120.0, "120"),
@@ -137,7 +137,7 @@ def test_sweeps_must_match_sweep_ids_and_families_their_sweeps():
     raw["sweeps"].pop("S7")
     for prof in raw["profiles"].values():
         prof.get("sweeps", {}).pop("S7", None)
-    with pytest.raises(ConfigError, match=re.escape("mupc_training.figures.families.F14.sweeps")):
+    with pytest.raises(ConfigError, match=re.escape("including S7, which figure family F14 reads (families.py)")):
         training_cfg(raw, "paper")
 
 

@@ -15,9 +15,9 @@ TRAIN_KEYS = {"hessian_init": ("legacy_noskip_branch_scale", "hessian"), "fwd_pa
 HESSIAN_GRID = ("hessian.families", "hessian.acts", "hessian.activity_decays", "hessian.seeds", "hessian.widths",
                 "hessian.depths")
 FWD_GRID = ("fwd_pass.acts", "fwd_pass.optims", "fwd_pass.variants", "fwd_pass.widths", "fwd_pass.depths")
-EXTRACT_KEYS = ("train_units", *HESSIAN_GRID, "fwd_pass.optims", "fwd_pass.variants", "fwd_pass.widths",
-                "fwd_pass.depths", "theory_grid.param_lrs", "theory_grid.widths", "theory_grid.depths",
-                "theory_width.acts", "theory_width.params", "theory_width.widths", "theory_width.depth")
+EXTRACT_KEYS = ("train_units", *HESSIAN_GRID, *FWD_GRID, "theory_grid.param_lrs", "theory_grid.widths",
+                "theory_grid.depths", "theory_width.acts", "theory_width.params", "theory_width.widths",
+                "theory_width.depth")
 F5_KEYS = (*FWD_GRID, "fwd_pass.plot_ts", "fwd_pass.slice_depth", "fwd_pass.slice_widths")
 RENDER_KEYS = {
     **dict.fromkeys(("F1", "F2", "F3", "F4"), HESSIAN_GRID),

@@ -1,17 +1,18 @@
 """mupc_training: the μPC training sweeps (spec §5) and the figures drawn from them (spec §6).
 
 train@<sweep>    S1–S12 (PC), B1–B2 (BP): every run of the sweep, resumable run by run
-render@F<k>      F7–F25 from exactly the sweeps the family reads; headline numbers ->
-                 reports/metrics/mupc_training_render@F<k>.json
+render@F<k>      F7–F25 (one entry each in families.py) from exactly the sweeps the family reads;
+                 headline numbers -> reports/metrics/mupc_training_render@F<k>.json
 """
 
 from pipeline.contract import Family, Study
-from pipeline.studies.mupc.training.config import FAMILY_OPTIONS, TrainingParams
+from pipeline.studies.mupc.training.config import TrainingParams
+from pipeline.studies.mupc.training.families import FAMILIES
 
 # What every sweep reads besides its own grid (hessian_dense_max_n: only sweeps that monitor H_z;
 # dtype: only sweeps without a dtype of their own).
 TRAIN_KEYS = ("data", "allow_tf32", "threads", "max_stack", "cuda_graphs", "train_loss_log_every")
-RENDER_KEYS = ("figures.families.{unit}", "figures.chance", "figures.selection")
+RENDER_KEYS = ("figures.chance", "figures.selection")
 
 
 def train_keys(cfg: TrainingParams, unit: str) -> list[str]:
@@ -21,7 +22,8 @@ def train_keys(cfg: TrainingParams, unit: str) -> list[str]:
 
 
 def render_keys(cfg: TrainingParams, unit: str) -> list[str]:
-    return [*RENDER_KEYS, *(f"figures.{k}" for k in FAMILY_OPTIONS[unit])]
+    restricted = ["figures.restrict.{unit}"] if unit in cfg.figures.restrict else []
+    return [*RENDER_KEYS, *restricted, *(f"figures.{k}" for k in FAMILIES[unit].options)]
 
 
 STUDY = Study(
@@ -34,8 +36,8 @@ STUDY = Study(
                params=train_keys, datasets=lambda cfg, unit: cfg.sweeps[unit].datasets(), resumable=True,
                tables=("runs.csv",),
                cost="pipeline.studies.mupc.training.cost:train_cost", probe="pipeline.studies.mupc.training.probe"),
-        Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(cfg.figures.families),
+        Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(FAMILIES),
                params=render_keys, metrics=True,
-               reads=lambda cfg, unit: [("train", s) for s in cfg.figures.families[unit].sweeps]),
+               reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),
     ),
 )

@@ -19,8 +19,8 @@ The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, and the figu
             - {datasets: [mnist], N: [128], H: [8, 16, 32], acts: [linear], skips: [false],
                init: standard, param: sp, T: [500], act_optim: gd, act_lrs: [0.5],
                param_lrs: [0.001], activity_decays: [0], epochs: 1, test_every: 100, seeds: [0, 1, 2]}
-      figures:                                # render units F7…F25 and their choices
-        families: {F7: {sweeps: [S1]}, ...}
+      figures:                                # the choices of the render units F7…F25 (families.py)
+        restrict: {F18: {acts: [relu]}}       # optional: the datasets / acts a family draws
       profiles: {smoke: {...}, gpu_medium: {...}, paper: {...}}   # overrides of the values above
 
 A sweep's runs are the union (first occurrence order, duplicates dropped) of the cartesian products
@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from pipeline.config import bounded, check
+from pipeline.studies.mupc.training.families import FAMILIES
 
 SWEEP_IDS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "B1", "B2")
-FAMILIES = tuple(f"F{i}" for i in range(7, 26))
 ACTS = ("linear", "tanh", "relu")
 DATASETS = ("mnist", "fashion_mnist")
 
@@ -45,26 +45,6 @@ Dataset = Literal["mnist", "fashion_mnist"]
 Act = Literal["linear", "tanh", "relu"]
 Init = Literal["standard", "standard_gauss", "one_over_N", "orthogonal"]
 Param = Literal["sp", "mupc", "ntp", "depth_mup"]
-
-# The sweeps each figure family reads (its DVC deps), and the ``figures`` options it reads besides
-# ``families.<F>``, ``chance`` and ``selection`` (its params deps).
-FAMILY_SWEEPS: dict[str, tuple[str, ...]] = {
-    "F7": ("S1",), "F8": ("S1",), "F9": ("S2",), "F10": ("S3",), "F11": ("S4",), "F12": ("S9",),
-    "F13": ("S6",), "F14": ("S7",), "F15": ("S6",), "F16": ("S10",), "F17": ("S11",),
-    "F18": ("S6", "S12", "B2"), "F19": ("S10", "S11", "B2"), "F20": ("S12",), "F21": ("B1",),
-    "F22": ("S5",), "F23": ("S7",), "F24": ("S6",), "F25": ("S8",),
-}
-FAMILY_OPTIONS: dict[str, tuple[str, ...]] = {
-    "F7": ("clean_variants",), "F8": ("clean_variants", "best_lrs.S1"), "F9": ("clean_variants", "best_lrs.S2"),
-    "F10": ("clean_variants", "best_lrs.S3"), "F11": ("clean_variants", "best_lrs.S4"),
-    "F12": ("clean_variants", "best_lrs.mupc"), "F13": ("clean_variants", "best_lrs.mupc"),
-    "F14": ("clean_variants", "best_lrs.mupc"), "F15": ("clean_variants", "best_lrs.mupc"),
-    "F16": ("clean_variants",), "F17": ("clean_variants",),
-    "F18": ("clean_variants", "best_lrs.mupc", "best_lrs.S12", "best_lrs.bp", "chance_cells"),
-    "F19": ("clean_variants", "best_lrs.bp", "max_seeds_128"),
-    "F20": ("clean_variants", "best_lrs.S12", "chance_cells"), "F21": ("clean_variants",), "F22": (),
-    "F23": ("clean_variants",), "F24": ("clean_variants",), "F25": ("clean_variants",),
-}
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -135,13 +115,12 @@ class DataSubset:
 
 @dataclass(frozen=True)
 class FamilySpec:
-    sweeps: list[str]  # the sweeps the family reads (its DVC deps); must be FAMILY_SWEEPS[family]
+    """What one family draws of its sweeps (its sweeps themselves are its entry in ``families.py``)."""
+
     datasets: list[str] | None = None  # restrict the datasets drawn (None: all in the sweep)
     acts: list[str] | None = None  # restrict the activations drawn (None: all in the sweep)
 
     def check(self, path: str) -> None:
-        for s in self.sweeps:
-            check(s in SWEEP_IDS, f"{path}.sweeps", s, ", ".join(SWEEP_IDS))
         for d in self.datasets or []:
             check(d in DATASETS, f"{path}.datasets", d, ", ".join(DATASETS))
         for a in self.acts or []:
@@ -189,7 +168,7 @@ class BestLrs:
 
 @dataclass(frozen=True)
 class FiguresParams:
-    families: dict[str, FamilySpec]  # render units
+    restrict: dict[str, FamilySpec]  # family -> the datasets / acts it draws (absent: all of its sweeps')
     best_lrs: BestLrs
     # "table": the notebook's §5.3 values (must exist in the profile's grids; checked at render);
     # "computed": per cell the lr with the best mean-over-seeds final test accuracy (an empty run
@@ -203,11 +182,8 @@ class FiguresParams:
     max_seeds_128: int = bounded(1, None, default=3)  # F19 reads the first seeds of S10 (notebook: 3)
 
     def check(self, path: str) -> None:
-        for fam, spec in self.families.items():
-            check(fam in FAMILIES, f"{path}.families", fam, ", ".join(FAMILIES))
-            need = FAMILY_SWEEPS[fam]
-            check(sorted(spec.sweeps) == sorted(need), f"{path}.families.{fam}.sweeps", spec.sweeps,
-                  f"the sweeps {list(need)} (this family reads exactly those)")
+        for fam in self.restrict:
+            check(fam in FAMILIES, f"{path}.restrict", fam, ", ".join(FAMILIES))
         for act in self.chance_cells:
             check(act in ACTS, f"{path}.chance_cells", act, ", ".join(ACTS))
 
@@ -243,7 +219,7 @@ class TrainingParams:
         for sid, sw in self.sweeps.items():
             want = "bp" if sid.startswith("B") else "pc"
             check(sw.kind == want, f"{path}.sweeps.{sid}.kind", sw.kind, repr(want))
-        for fam, spec in self.figures.families.items():
-            for s in spec.sweeps:
-                check(s in self.sweep_ids, f"{path}.figures.families.{fam}.sweeps", s,
-                      f"a sweep of sweep_ids {self.sweep_ids}")
+        for fam, spec in FAMILIES.items():  # every family renders: the sweeps it reads are trained
+            for s in spec.reads():
+                check(s in self.sweep_ids, f"{path}.sweep_ids", self.sweep_ids,
+                      f"sweep ids including {s}, which figure family {fam} reads (families.py)")

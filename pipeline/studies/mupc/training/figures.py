@@ -23,6 +23,7 @@ from pipeline.plotting import plt
 from pipeline.studies.mupc.runs import RunConfig, fmt_num
 from pipeline.studies.mupc.training import aggregate as ag
 from pipeline.studies.mupc.training.config import FamilySpec, FiguresParams
+from pipeline.studies.mupc.training.families import FAMILIES
 from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
 
 DS_NAME = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
@@ -81,7 +82,7 @@ def sweep_runs(env: Env, sweep: str) -> list[RunConfig]:
     runs = restrict(env, env.sweeps.runs(sweep))
     if not runs:
         raise RenderError(f"{env.family}: sweep {sweep} has no runs for the datasets/acts drawn "
-                          f"(mupc_training.figures.families.{env.family})")
+                          f"(mupc_training.figures.restrict.{env.family})")
     return runs
 
 
@@ -378,9 +379,8 @@ def mupc_choice(env: Env, sweep: str, runs: list[RunConfig], act: str, over: str
     return choose(env, sweep, cells, table, f"{sweep}/{ds}/{act} (all {over})")
 
 
-def mupc_lr_sweep(env: Env) -> list[Figure]:
+def mupc_lr_sweep(env: Env, sweep: str) -> list[Figure]:
     """F13: test accuracy per activity lr at the best param lr, per (act, H); empty → [chance]."""
-    sweep = "S6"
     runs = sweep_runs(env, sweep)
     figs = []
     for clean in variants(env):
@@ -453,9 +453,8 @@ def mupc_best(env: Env, sweep: str, over: str) -> list[Figure]:
     return figs
 
 
-def mupc_cond(env: Env) -> list[Figure]:
+def mupc_cond(env: Env, sweep: str) -> list[Figure]:
     """F12: κ(H_z) during μPC training across H per act (Viridis)."""
-    sweep = "S9"
     runs = sweep_runs(env, sweep)
     figs = []
     for clean in variants(env):
@@ -472,7 +471,7 @@ def mupc_cond(env: Env) -> list[Figure]:
                     p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
                     kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
                     if kap is None:
-                        raise RenderError(f"F12: S9 runs of {ds}/{act}/H={H} hold no Hessian record")
+                        raise RenderError(f"{env.family}: {sweep} runs of {ds}/{act}/H={H} hold no Hessian record")
                     if not clean:
                         kappa_ends(env, f"{ds}/{act}/H={H}", kap[0])
                     band(axes[0, j], ag.cond_steps(len(kap[0]), cell[0].test_every), *kap, col, f"H={H}")
@@ -491,11 +490,11 @@ def mupc_cond(env: Env) -> list[Figure]:
     return figs
 
 
-def mupc_long(env: Env, sweep: str) -> list[Figure]:
+def mupc_long(env: Env, sweep: str, fill_empty: bool, seed_file: str) -> list[Figure]:
     """F16 (S10, MNIST: empty → [chance]) / F17 (S11, F-MNIST: no fill): deepest μPC net, long run."""
     runs = sweep_runs(env, sweep)
     figs = []
-    fill = ag.fill_empty if sweep == "S10" else None
+    fill = ag.fill_empty if fill_empty else None
     finals = env.headline.setdefault("final_acc", {})
     for clean in variants(env):
         ds = runs[0].dataset
@@ -513,13 +512,11 @@ def mupc_long(env: Env, sweep: str) -> list[Figure]:
                      + (" (clean)" if clean else ""), fontsize=9)
         if not clean:
             finals[f"{ds}/H={rc.H}/{rc.epochs}_epochs"] = float(m[-1]) if len(m) else None
-        seed = ("pcn_results/mupc_128_MNIST_acc_5_epochs.pdf" if sweep == "S10"
-                else "pcn_results/mupc_128_Fashion_acc_15_epochs.pdf")
         figs.append(finish(env, fig, f"{env.family}_mupc_deep_{ds}{suffix(clean)}",
                            f"{DS_NAME[ds]}, μPC {rc.act} ResNet, H={rc.H}, N={rc.N}, {rc.epochs} epochs, "
                            f"{len(chosen)} seeds: test accuracy, mean ± 1 std"
                            + (" (a seed with no evaluation counts as [10 %])." if fill else "."),
-                           seed, [sweep], clean))
+                           seed_file, [sweep], clean))
     return figs
 
 
@@ -563,9 +560,8 @@ def measured_flag(env: Env) -> None:
         env.headline["pc_measured"] = True
 
 
-def sp_baseline(env: Env) -> list[Figure]:
+def sp_baseline(env: Env, sweep: str) -> list[Figure]:
     """F20: SP PC at N=512 with skips across H per act (chance cells filled without loading)."""
-    sweep = "S12"
     runs = sweep_runs(env, sweep)
     figs = []
     means = env.headline.setdefault("final_acc", {})
@@ -611,9 +607,9 @@ def bp_cell(env: Env, sweep: str, ds: str, act: str, H: int, epochs: int) -> tup
     return by_seed(pick(cell, param_lr=p_lr)), p_lr
 
 
-def mupc_vs_pc(env: Env) -> list[Figure]:
+def mupc_vs_pc(env: Env, mupc: str, pc: str, bp: str) -> list[Figure]:
     """F18 (paper Fig. 1 right): μPC (Blues) vs SP PC (Reds, dashed) across H, BP at the deepest H."""
-    s6, s12, b2 = "S6", "S12", "B2"
+    s6, s12, b2 = mupc, pc, bp
     mu_runs = sweep_runs(env, s6)
     pc_runs = sweep_runs(env, s12)
     figs = []
@@ -667,13 +663,13 @@ def mupc_vs_pc(env: Env) -> list[Figure]:
 PC_FILL = "PC (not measured: 10 % fill)"
 
 
-def deep_comparison(env: Env) -> list[Figure]:
+def deep_comparison(env: Env, mupc: tuple[str, ...], bp: str) -> list[Figure]:
     """F19: deepest relu net, μPC (S10/S11) vs PC (chance, [10]*len(BP)) vs BP (B2), per dataset."""
     figs = []
     head = env.headline.setdefault("final_acc", {})
     for clean in variants(env):
         items = []
-        for sweep in ("S10", "S11"):
+        for sweep in mupc:
             runs = sweep_runs(env, sweep)
             items.append((sweep, runs))
         fig, axes = grid_axes(1, len(items), w=4.0, h=3.0)
@@ -682,18 +678,19 @@ def deep_comparison(env: Env) -> list[Figure]:
             p_lr, a_lr = choose(env, sweep, [runs], None, f"{sweep}/{runs[0].dataset}")
             chosen = by_seed(pick(runs, param_lr=p_lr, act_lr=a_lr))[: env.cfg.max_seeds_128]
             rc = chosen[0]
-            bp_all, bp_lr_v = bp_cell(env, "B2", rc.dataset, rc.act, rc.H, rc.epochs)
+            bp_all, bp_lr_v = bp_cell(env, bp, rc.dataset, rc.act, rc.H, rc.epochs)
             seeds = [r.seed for r in chosen]
-            bp = [r for r in bp_all if r.seed in seeds]
-            if len(bp) != len(chosen):
-                raise RenderError(f"F19: B2 lacks seeds {seeds} for {rc.dataset}/H={rc.H}/{rc.epochs} epochs")
-            bp_acc = accs(env, "B2", bp)
+            bp_runs = [r for r in bp_all if r.seed in seeds]
+            if len(bp_runs) != len(chosen):
+                raise RenderError(f"{env.family}: {bp} lacks seeds {seeds} for {rc.dataset}/H={rc.H}/{rc.epochs} "
+                                  "epochs")
+            bp_acc = accs(env, bp, bp_runs)
             pc_acc = [ag.pc_chance_like(a, env.chance) for a in bp_acc]
             mu_acc = accs(env, sweep, chosen)
             n_mu = expected_len(env, sweep, rc) if clean else None
-            n_bp = expected_len(env, "B2", bp[0]) if clean else None
-            curves = [("BP", bp_acc, n_bp, "#222A2A", None, "-", bp[0].test_every),
-                      (PC_FILL, pc_acc, n_bp, "#EF553B", None, "--", bp[0].test_every),
+            n_bp = expected_len(env, bp, bp_runs[0]) if clean else None
+            curves = [("BP", bp_acc, n_bp, "#222A2A", None, "-", bp_runs[0].test_every),
+                      (PC_FILL, pc_acc, n_bp, "#EF553B", None, "--", bp_runs[0].test_every),
                       ("μPC", mu_acc, n_mu, "#636EFA", "o", "", rc.test_every)]
             for label, series, n, col, mk, ls, te in curves:
                 m, s = stats(series, n, env.chance)
@@ -715,13 +712,12 @@ def deep_comparison(env: Env) -> list[Figure]:
                            "F-MNIST x ticks as epochs (t+1 with test_every 900); here both panels show "
                            "training iterations (t+1)·test_every.",
                            "pcn_results/{MNIST,Fashion-MNIST}/mupc_vs_pc_vs_bp_128_relu_net.pdf",
-                           ["S10", "S11", "B2"], clean))
+                           [*mupc, bp], clean))
     return figs
 
 
-def bp_sweep(env: Env) -> list[Figure]:
+def bp_sweep(env: Env, sweep: str) -> list[Figure]:
     """F21: BP Depth-μP lr sweep; a seed with len(test_accs) <= 1 → [chance]*3."""
-    sweep = "B1"
     runs = sweep_runs(env, sweep)
     figs = []
     for clean in variants(env):
@@ -762,9 +758,8 @@ def decimal(v: float) -> str:
     return np.format_float_positional(float(v), trim="-")
 
 
-def activity_decay(env: Env) -> list[Figure]:
+def activity_decay(env: Env, sweep: str) -> list[Figure]:
     """F22: per activity lr, max test accuracy (per seed) vs activity decay, mean ± std."""
-    sweep = "S5"
     runs = sweep_runs(env, sweep)
     a_lrs = values(runs, "act_lr", descending=True)
     decays = values(runs, "activity_decay", descending=True)
@@ -912,27 +907,6 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
 # ----------------------------------------------------------------------------- dispatch
 
 
-RENDERERS: dict[str, Callable[[Env], list[Figure]]] = {
-    "F7": lambda e: render_sp(e, "S1", True, False),
-    "F8": lambda e: render_sp(e, "S1", False, True),
-    "F9": lambda e: render_sp(e, "S2", True, True),
-    "F10": lambda e: render_sp(e, "S3", True, True),
-    "F11": lambda e: render_sp(e, "S4", True, True),
-    "F12": mupc_cond,
-    "F13": mupc_lr_sweep,
-    "F14": lambda e: mupc_best(e, "S7", "N"),
-    "F15": lambda e: mupc_best(e, "S6", "H"),
-    "F16": lambda e: mupc_long(e, "S10"),
-    "F17": lambda e: mupc_long(e, "S11"),
-    "F18": mupc_vs_pc,
-    "F19": deep_comparison,
-    "F20": sp_baseline,
-    "F21": bp_sweep,
-    "F22": activity_decay,
-    "F23": lambda e: transfer_contours(e, "S7", "N"),
-    "F24": lambda e: transfer_contours(e, "S6", "H"),
-    "F25": lambda e: transfer_contours(e, "S8", None),
-}
 
 
 # ----------------------------------------------------------------------------- metrics, entry
@@ -955,30 +929,38 @@ def transfer(headline: dict) -> dict:
     return out
 
 
-# The study-level names of a family's headline numbers: the transfer claim (F23 width, F24 depth),
-# μPC best accuracy per N (F14) and per H (F15), paper Fig. 1 (F18).
-DERIVED: dict[str, tuple[str, Callable[[dict], Any]]] = {
-    "F14": ("mupc_best_final_acc_per_N", lambda h: h.get("best_final_acc", {})),
-    "F15": ("mupc_best_final_acc_per_H", lambda h: h.get("best_final_acc", {})),
-    "F18": ("fig1_final_acc", lambda h: h.get("final_acc", {})),
-    "F23": ("transfer_width", transfer),
-    "F24": ("transfer_depth", transfer),
-}
+def best_final_acc(headline: dict) -> dict:
+    return headline.get("best_final_acc", {})
+
+
+def final_acc(headline: dict) -> dict:
+    return headline.get("final_acc", {})
+
+
+def drawer(family: str) -> Callable[[Env], list[Figure]]:
+    """The function that draws ``family`` with its sweeps and arguments (its entry in families.py)."""
+    spec = FAMILIES[family]
+    draw = globals()[spec.draw]
+    return lambda env: draw(env, **spec.sweeps, **spec.args)
+
+
+RENDERERS: dict[str, Callable[[Env], list[Figure]]] = {family: drawer(family) for family in FAMILIES}
 
 
 def render_family(cfg: FiguresParams, profile: str, unit: str, sweeps: Sweeps) -> tuple[list[Figure], dict]:
     """The figures of family ``unit`` and its headline numbers."""
-    env = Env(family=unit, spec=cfg.families[unit], cfg=cfg, sweeps=sweeps)
+    env = Env(family=unit, spec=cfg.restrict.get(unit, FamilySpec()), cfg=cfg, sweeps=sweeps)
     figs = RENDERERS[unit](env)
     return figs, {"family": unit, "profile": profile, "selection": cfg.selection, **env.headline}
 
 
 def family_metrics(unit: str, headline: dict) -> dict:
     """The family's metrics: its headline, plus the study-level name of its key numbers."""
-    if unit not in DERIVED:
+    derived = FAMILIES[unit].derived
+    if derived is None:
         return headline
-    key, fn = DERIVED[unit]
-    return {**headline, key: fn(headline)}
+    key, fn = derived
+    return {**headline, key: globals()[fn](headline)}
 
 
 def render(ctx: Context, unit: str) -> Output:

@@ -1,0 +1,75 @@
+"""The figure families F7–F25 (spec §6), one entry each: what a render unit is.
+
+Everything about a family follows from its entry: its render unit, the sweeps it reads (its DVC deps,
+given to its drawing function by role), the ``figures`` options it reads (its params deps besides
+``chance`` and ``selection``) and the function of ``figures.py`` that draws it. Adding a figure is one
+entry here plus that function. Pure data: the study's declaration imports it, so no stage loads the
+plotting code through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+CLEAN = ("clean_variants",)
+
+
+@dataclass(frozen=True)
+class FigureFamily:
+    """One render unit. ``sweeps``: role -> sweep (or sweeps), passed to ``draw`` as keyword arguments
+    with ``args``; ``derived``: a study-level name for part of the headline and the function of
+    ``figures.py`` that takes it from the headline (what the claims read)."""
+
+    draw: str
+    sweeps: Mapping[str, str | tuple[str, ...]]
+    args: Mapping[str, Any] = field(default_factory=dict)
+    options: tuple[str, ...] = CLEAN
+    derived: tuple[str, str] | None = None
+
+    def reads(self) -> tuple[str, ...]:
+        """The sweeps the family reads, in role order."""
+        out: list[str] = []
+        for sweep in self.sweeps.values():
+            out += [sweep] if isinstance(sweep, str) else list(sweep)
+        return tuple(dict.fromkeys(out))
+
+
+def _sp(sweep: str, *, lr_sweep: bool = True, best: bool = True) -> FigureFamily:
+    options = (*CLEAN, f"best_lrs.{sweep}") if best else CLEAN
+    return FigureFamily("render_sp", {"sweep": sweep}, {"sweep_fig": lr_sweep, "best_fig": best}, options)
+
+
+MUPC = (*CLEAN, "best_lrs.mupc")
+
+FAMILIES: dict[str, FigureFamily] = {
+    "F7": _sp("S1", best=False),  # SP GD: test acc per act lr, per (ds, act, H)
+    "F8": _sp("S1", lr_sweep=False),  # SP GD best lr: acc and κ across H
+    "F9": _sp("S2"),  # SP Adam on activities
+    "F10": _sp("S3"),  # SP with skips
+    "F11": _sp("S4"),  # orthogonal init
+    "F12": FigureFamily("mupc_cond", {"sweep": "S9"}, options=MUPC),  # μPC κ during training across H
+    "F13": FigureFamily("mupc_lr_sweep", {"sweep": "S6"}, options=MUPC),  # μPC activity-lr sweep
+    "F14": FigureFamily("mupc_best", {"sweep": "S7"}, {"over": "N"}, MUPC,
+                        derived=("mupc_best_final_acc_per_N", "best_final_acc")),  # best lr across width
+    "F15": FigureFamily("mupc_best", {"sweep": "S6"}, {"over": "H"}, MUPC,
+                        derived=("mupc_best_final_acc_per_H", "best_final_acc")),  # best lr across depth
+    "F16": FigureFamily("mupc_long", {"sweep": "S10"},  # 128-layer μPC, MNIST, 5 epochs
+                        {"fill_empty": True, "seed_file": "pcn_results/mupc_128_MNIST_acc_5_epochs.pdf"}),
+    "F17": FigureFamily("mupc_long", {"sweep": "S11"},  # 128-layer μPC, F-MNIST, 15 epochs
+                        {"fill_empty": False, "seed_file": "pcn_results/mupc_128_Fashion_acc_15_epochs.pdf"}),
+    "F18": FigureFamily("mupc_vs_pc", {"mupc": "S6", "pc": "S12", "bp": "B2"},  # paper Fig. 1 right
+                        options=(*MUPC, "best_lrs.S12", "best_lrs.bp", "chance_cells"),
+                        derived=("fig1_final_acc", "final_acc")),
+    "F19": FigureFamily("deep_comparison", {"mupc": ("S10", "S11"), "bp": "B2"},  # deepest net, both datasets
+                        options=(*CLEAN, "best_lrs.bp", "max_seeds_128")),
+    "F20": FigureFamily("sp_baseline", {"sweep": "S12"}, options=(*CLEAN, "best_lrs.S12", "chance_cells")),
+    "F21": FigureFamily("bp_sweep", {"sweep": "B1"}),  # BP Depth-μP lr sweep
+    "F22": FigureFamily("activity_decay", {"sweep": "S5"}, options=()),  # max test acc vs activity decay
+    "F23": FigureFamily("transfer_contours", {"sweep": "S7"}, {"over": "N"},  # transfer across width
+                        derived=("transfer_width", "transfer")),
+    "F24": FigureFamily("transfer_contours", {"sweep": "S6"}, {"over": "H"},  # transfer across depth
+                        derived=("transfer_depth", "transfer")),
+    "F25": FigureFamily("transfer_contours", {"sweep": "S8"}, {"over": None}),  # F-MNIST loss and acc contours
+}

@@ -14,9 +14,10 @@ from pipeline.config import load_section, read_tree
 from pipeline.contract import Context
 from pipeline.plotting import plt
 from pipeline.studies.mupc.training import aggregate as ag
+from pipeline.studies.mupc.training import figures
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.families import FAMILIES
-from pipeline.studies.mupc.training.figures import RENDERERS, render, render_family, transfer
+from pipeline.studies.mupc.training.figures import render, render_family, transfer
 from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
 from tests.conftest import ROOT
 from tests.mupc_training.figures_synth import arrays_for, grids, reader, write_sweeps
@@ -64,7 +65,7 @@ def drawn(ax) -> list[np.ndarray]:
     return [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines() if len(line.get_ydata())]
 
 
-@pytest.mark.parametrize("family", sorted(RENDERERS, key=lambda f: int(f[1:])))
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_family_draws_its_figures(family, synth):
     clean = family in ("F7", "F18", "F23")
     figs, head = draw(family, synth, clean=clean)
@@ -302,3 +303,35 @@ def test_a_one_point_curve_is_drawn_as_a_marker():
     assert one.get_marker() == "o" and list(one.get_ydata()) == [12.0]
     assert two.get_marker() in (None, "None", "")  # a real line keeps its style
     plt.close(fig)
+
+
+def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeypatch, synth):
+    """F99 (final accuracy per activity lr of S1) added as its entry in families.py and its drawing function:
+    the study renders it, dvc.yaml lists its stage with S1 as its only data dep and its options as params."""
+    from pipeline import graph, registry
+    from pipeline.config import load_params
+    from pipeline.contract import Figure
+    from pipeline.studies.mupc.training.families import FigureFamily
+
+    def final_acc_per_lr(env, sweep: str) -> list[Figure]:
+        runs = figures.sweep_runs(env, sweep)
+        fig, ax = plt.subplots()
+        lrs = figures.values(runs, "act_lr")
+        finals = [float(np.mean([a[-1] for a in figures.accs(env, sweep, figures.pick(runs, act_lr=lr))]))
+                  for lr in lrs]
+        ax.plot(lrs, finals, marker="o")
+        env.headline["final_acc_per_act_lr"] = dict(zip(map(str, lrs), finals))
+        return [figures.finish(env, fig, "F99_final_acc", "final accuracy per activity lr", "none", [sweep], False)]
+
+    monkeypatch.setitem(FAMILIES, "F99", FigureFamily("final_acc_per_lr", {"sweep": "S1"}, options=()))
+    monkeypatch.setattr(figures, "final_acc_per_lr", final_acc_per_lr, raising=False)
+
+    figs, head = draw("F99", synth)
+    assert [f.id for f in figs] == ["F99_final_acc"] and figs[0].sources == [("train", "S1")]
+    assert len(head["final_acc_per_act_lr"]) == len(figures.values(synth[1]["S1"], "act_lr")) > 1
+    stage = graph.stages(load_params())["mupc_training_render"]
+    item = stage["foreach"]["F99"]
+    assert "artifacts/mupc_training/train/S1" in [*stage["do"]["deps"], *item.values()]
+    assert not any(v.startswith("artifacts/") and v != "artifacts/mupc_training/train/S1" for v in item.values())
+    assert "F99" in registry.load(SECTION).family("render").units(registry.config(registry.load(SECTION),
+                                                                                     load_params()))

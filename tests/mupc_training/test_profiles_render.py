@@ -12,14 +12,14 @@ import pytest
 from pipeline.config import load_section, read_tree
 from pipeline.plotting import plt
 from pipeline.studies.mupc.training.config import TrainingParams
-from pipeline.studies.mupc.training.figures import RENDERERS, render_family
+from pipeline.studies.mupc.training.families import FAMILIES
+from pipeline.studies.mupc.training.figures import render_family
 from pipeline.studies.mupc.training.source import Sweeps
 from pipeline.studies.mupc.training.sweeps import expand
 from tests.conftest import ROOT
 from tests.mupc_training.figures_synth import arrays_short
 
 SECTION = "mupc_training"
-FAMILIES = sorted(RENDERERS, key=lambda f: int(f[1:]))
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ def profile_cfg(request) -> tuple[str, TrainingParams]:
     return request.param, resolved(request.param)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_the_profile_renders_the_family(profile_cfg, family):
     profile, cfg = profile_cfg
     figs, head = render_family(cfg.figures, profile, family, synthetic(cfg))

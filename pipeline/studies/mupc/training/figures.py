@@ -944,13 +944,10 @@ def drawer(family: str) -> Callable[[Env], list[Figure]]:
     return lambda env: draw(env, **spec.sweeps, **spec.args)
 
 
-RENDERERS: dict[str, Callable[[Env], list[Figure]]] = {family: drawer(family) for family in FAMILIES}
-
-
 def render_family(cfg: FiguresParams, profile: str, unit: str, sweeps: Sweeps) -> tuple[list[Figure], dict]:
     """The figures of family ``unit`` and its headline numbers."""
     env = Env(family=unit, spec=cfg.restrict.get(unit, FamilySpec()), cfg=cfg, sweeps=sweeps)
-    figs = RENDERERS[unit](env)
+    figs = drawer(unit)(env)
     return figs, {"family": unit, "profile": profile, "selection": cfg.selection, **env.headline}
 
 

@@ -27,7 +27,8 @@ LOCK := $(if $(filter cuda,$(TORCH)),requirements-cuda.lock,requirements.lock)
 # the stamp names the build it installed, so switching builds syncs again
 STAMP := $(VENV)/.installed-$(TORCH)
 
-.PHONY: setup system-packages lock repro test lint ui bench dag profile mlflow-server mlflow-stop
+.PHONY: setup system-packages lock repro test lint ui bench dag profile mlflow-server mlflow-stop cluster-2node \
+  cluster-2node-stop
 
 setup: $(STAMP) system-packages
 
@@ -126,3 +127,12 @@ mlflow-server: setup
 
 mlflow-stop:
 	MLFLOW_PORT=$(MLFLOW_PORT) cluster/mlflow-server stop
+
+# Two Ray nodes on this machine (root): network namespaces joined by a veth pair, head 10.77.0.1 and
+# worker 10.77.0.2, one CPU each (TRAINSCAPE_RAY_CPUS), Ray's token of their own; a stage runs on
+# them from the head's namespace: cluster/ray-2node exec-head env TRAINSCAPE_EXECUTOR=ray dvc repro ...
+cluster-2node: setup
+	PY=$(BIN)/python cluster/ray-2node start
+
+cluster-2node-stop:
+	cluster/ray-2node stop

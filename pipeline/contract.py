@@ -247,12 +247,16 @@ class Context:
             return self.progress(iterable, total=total, desc=desc, unit=unit)
         return self.progress(iterable, total=total, desc=desc, unit=unit, weight=weight, note=note)
 
-    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0
-            ) -> Iterator[tuple[int, Any]]:
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,
+            where: dict[int, dict[str, Any]] | None = None) -> Iterator[tuple[int, Any]]:
         """``(index, fn(item))`` for every item, as the tasks finish: in this process, or as Ray tasks
         (``TRAINSCAPE_EXECUTOR=ray``); ``fn`` must be a module-level function, ``gpus`` what a task
-        needs. Results are the same either way; only where (and in which order) they are computed differs."""
-        return self.mapper(fn, items, gpus=gpus)
+        needs. Results are the same either way; only where (and in which order) they are computed differs.
+        ``where`` (optional) gets, for each index before it is yielded, where its task ran (executor,
+        Ray node and attempt): provenance for the run records and MLflow, never for an output."""
+        if where is None:
+            return self.mapper(fn, items, gpus=gpus)
+        return self.mapper(fn, items, gpus=gpus, where=where)
 
     def previous(self, name: str) -> Any:
         """A file this unit wrote on an earlier, maybe interrupted, run (resumable families)."""

@@ -7,11 +7,19 @@ and the framework writes them the same way, so outputs and resume-after-kill are
 
 ``TRAINSCAPE_EXECUTOR=ray`` runs each task as a Ray task: ``RAY_ADDRESS`` joins an existing cluster,
 otherwise a local Ray starts with the machine's CPUs; on CUDA each task asks for one GPU.
+
+Where each task ran (which node, which attempt: Ray retries a task whose node died) is handed back in
+``where`` for the run records and MLflow, never for an output: outputs are the same on every executor.
+When the cluster's head is lost, the stage stops with :class:`ClusterLostError` within seconds (Ray's
+own driver would wait a minute, then abort without a word the stage could add); the parts already
+written stay, and a rerun on a running cluster resumes from them.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -19,6 +27,12 @@ from pipeline.config import ConfigError
 
 EXECUTORS = ("local", "ray")
 Mapper = Callable[..., Iterator[tuple[int, Any]]]
+Where = dict[int, dict[str, Any]]  # task index -> where it ran (executor, node, attempt)
+HEAD_LOST_AFTER_S = 10.0  # the head unreachable this long (Ray's driver gives up after 60 s): the stage stops
+
+
+class ClusterLostError(RuntimeError):
+    """The Ray cluster's head stopped answering while tasks were pending."""
 
 
 def executor_name() -> str:
@@ -40,25 +54,67 @@ def figure_workers_setting() -> int | None:
     return int(value)
 
 
-def local_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0) -> Iterator[tuple[int, Any]]:
+def local_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,
+              where: Where | None = None) -> Iterator[tuple[int, Any]]:
     """One task after the other, in this process (``gpus`` is what a Ray task would ask for)."""
     for i, item in enumerate(items):
+        if where is not None:
+            where[i] = {"executor": "local", "host": socket.gethostname()}
         yield i, fn(item)
 
 
-def ray_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0) -> Iterator[tuple[int, Any]]:
-    """Every item a Ray task; results in the order tasks finish."""
+def located_task(fn: Callable[[Any], Any], item: Any) -> tuple[dict[str, Any], Any]:
+    """The Ray task: ``fn(item)`` and where it ran: the Ray node, its address and the attempt (0 the
+    first; Ray retries a task whose node died). ``fn`` travels by reference (a module-level function)."""
+    import ray
+
+    worker = ray._private.worker.global_worker
+    node = {"executor": "ray", "node_id": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(), "host": socket.gethostname(),
+            "attempt": int(worker.core_worker.get_current_task_attempt_number())}
+    return node, fn(item)
+
+
+def _reachable(address: str, timeout: float = 1.0) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def ray_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,
+            where: Where | None = None) -> Iterator[tuple[int, Any]]:
+    """Every item a Ray task; results in the order tasks finish. A task whose node dies is retried
+    elsewhere (Ray's default of 3 retries); a lost head raises :class:`ClusterLostError`."""
     import ray  # only where a cluster is asked for: importing Ray costs seconds
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS") or None, include_dashboard=False, log_to_driver=True,
                  configure_logging=False)
-    task = ray.remote(num_cpus=1, num_gpus=gpus)(fn)
-    index = {task.remote(item): i for i, item in enumerate(items)}
+    head = ray.get_runtime_context().gcs_address
+    task = ray.remote(num_cpus=1, num_gpus=gpus)(located_task)
+    index = {task.remote(fn, item): i for i, item in enumerate(items)}
     pending = list(index)
+    lost_since: float | None = None
     while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        yield index[done[0]], ray.get(done[0])
+        done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+        if not done:
+            if _reachable(head):
+                lost_since = None
+            else:
+                lost_since = lost_since or time.monotonic()
+                if time.monotonic() - lost_since >= HEAD_LOST_AFTER_S:
+                    raise ClusterLostError(
+                        f"the Ray cluster's head at {head} stopped answering (node lost) with {len(pending)} of "
+                        f"{len(index)} tasks unfinished; what finished is kept: rerun the stage on a running "
+                        f"cluster to resume")
+            continue
+        node, result = ray.get(done[0])
+        if where is not None:
+            where[index[done[0]]] = node
+        yield index[done[0]], result
 
 
 def mapper(name: str) -> Mapper:

@@ -28,7 +28,7 @@ from pipeline import registry
 from pipeline.config import ConfigError, Params, flatten, load_params, params_file, params_hash
 from pipeline.contract import Context, Family, Output, Study
 from pipeline.declared import DeclaredView, declared_reader, key_paths
-from pipeline.executor import executor_name, figure_workers_setting, mapper
+from pipeline.executor import ClusterLostError, executor_name, figure_workers_setting, mapper
 from pipeline.paths import dvc_target, stage_name, study_dir
 from pipeline.provenance import MissingInputError, data_checksums, git_state
 from pipeline.records import read_file, write_metrics, write_part, write_unit
@@ -159,6 +159,7 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     hardware = devices.describe(p.device) if kind == "train" else None
     if hardware:  # where a training stage ran and at which float32 matmul precision
         tags = {**tags, **{f"device.{k}": str(v) for k, v in hardware.items() if v is not None}}
+    tags = {**tags, "executor": p.executor}  # MLflow only: outputs are the same on every executor
     start = time.time()
     tracking = p.params.tracking
     with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
@@ -271,4 +272,8 @@ def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter |
     except (ConfigError, MissingInputError) as exc:  # a study's own check of its input (e.g. a device param)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ClusterLostError as exc:  # the parts written so far stay; the run record and journal are closed
+        print(f"error: {prepared.stage}: {exc}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(3)  # not Ray's exit hooks: they wait for the lost head, then abort with a C++ message
     return 0

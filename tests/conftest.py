@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import yaml
 from pipeline.config import params_file, read_tree
 from pipeline.runs import fingerprint
 from pipeline.tracking import run_map
+from tests.ray_nodes import RayNodes, clusters
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -148,3 +150,9 @@ def repo_copy(tmp_path: Path, mlflow_uri: str, data_mirror: Path) -> RepoCopy:
     if not (dst / ".dvc").is_dir():
         copy.dvc("init", "-q")
     return copy
+
+
+@pytest.fixture
+def ray_nodes() -> Iterator[Callable[[], RayNodes]]:
+    """Two-node Ray clusters in network namespaces (:mod:`tests.ray_nodes`), each removed afterwards."""
+    yield from clusters()

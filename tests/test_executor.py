@@ -20,3 +20,10 @@ def test_executor_name_defaults_to_local_and_rejects_unknown(monkeypatch):
 
 def test_local_map_yields_index_and_result_in_order():
     assert list(local_map(lambda x: x * x, [3, 1, 2])) == [(0, 9), (1, 1), (2, 4)]
+
+
+def test_local_map_says_where_each_task_ran():
+    where: dict[int, dict] = {}
+    for i, _ in local_map(lambda x: x, ["a", "b"], where=where):
+        assert set(where) == set(range(i + 1))  # known before the result is handed on
+    assert [w["executor"] for w in where.values()] == ["local", "local"] and where[0]["host"]

@@ -99,11 +99,15 @@ def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int,
 
 
 def run_output(unit: str, res: RunResult, extra: dict[str, Any], every: int,
-               span: tuple[float, float] | None = None) -> Output:
-    """One finished run as a part of the sweep unit."""
+               span: tuple[float, float] | None = None, node: dict[str, Any] | None = None) -> Output:
+    """One finished run as a part of the sweep unit. ``node``: where its group ran (executor, Ray node,
+    attempt), for the run record and MLflow tags only, so config.json is the same on every executor."""
+    child = child_run(unit, res, extra, every, span)
+    if node:
+        child.tags.update({f"executor.{k}" if k != "executor" else k: str(v) for k, v in node.items()})
     return Output(part=run_part(res.rc), json={CONFIG_FILE: run_record(res.rc, res.status, extra)},
                   arrays={ARRAYS_FILE: {k: np.asarray(v) for k, v in res.arrays.items()}},
-                  runs=[child_run(unit, res, extra, every, span)])
+                  runs=[child], execution={"node": node} if node else {})
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,9 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     trained: list[str] = []
     graphs_off: set[str] = set()  # why groups trained without CUDA graphs: each reason said once
     # each stacked group is one task: in this process, or a Ray task (TRAINSCAPE_EXECUTOR=ray)
-    finished = ctx.map(train_task, tasks, gpus=0 if str(device).startswith("cpu") else 1)
+    where: dict[int, dict[str, Any]] = {}  # group -> where it ran (provenance: the run record, MLflow)
+    finished = ctx.map(train_task, tasks, gpus=0 if str(device).startswith("cpu") else 1, where=where)
+    placed: list[dict[str, Any]] = []
     flops = [group_flops(cfg, group) for group in groups]  # the bar counts FLOPs (its ETA), runs after it
     runs_done = [0]
 
@@ -182,24 +188,30 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     for gi, (results, started, ended) in ctx.track(finished, total=sum(flops), desc="training", unit="FLOP",
                                                    weight=lambda item: flops[item[0]], note=runs_note):
         group, seconds = groups[gi], ended - started
+        node = where.get(gi)
+        if node:
+            placed.append({"group": gi, "runs": [r.rc.hash() for r in results], **node})
         for res in results:
             trained.append(res.rc.hash())
             yield run_output(unit, res, {**base, "stop_iter": res.stop_iter, **res.extra}, cfg.train_loss_log_every,
-                             (started, ended))
+                             (started, ended), node)
         st = Counter(r.status for r in results)
         why = results[0].extra.get("cuda_graphs_off") if results else None
         if why and why not in graphs_off:
             graphs_off.add(why)
             ctx.log(f"group {gi + 1}/{len(groups)} trains without CUDA graphs (as does any later group for the same "
                     f"reason; each run's config.json says so): {why}")
+        on = f" on {node['node_ip']}" + (f" (attempt {node['attempt'] + 1})" if node.get("attempt") else "") \
+            if node and node.get("node_ip") else ""
         ctx.log(f"group {gi + 1}/{len(groups)}: {len(group)} runs N={group[0].N} H={group[0].H} {group[0].act} "
-                f"{group[0].dataset} in {seconds:.1f} s; {dict(st)}")
+                f"{group[0].dataset} in {seconds:.1f} s{on}; {dict(st)}")
     records = {rc.hash(): ctx.previous(f"{run_part(rc)}/{CONFIG_FILE}") for rc in runs}
     statuses = Counter(rec["status"] if rec else "missing" for rec in records.values())
     summary = {"n_runs": len(runs), **{f"n_{k}": v for k, v in statuses.items()}}
     # what this execution did (which runs it trained, how long it took) depends on what an earlier one
     # left: the run record and MLflow, never meta.json, so a rerun leaves the sweep's outputs as they were
-    execution = {"trained": trained, "n_trained": len(trained), "n_skipped": len(runs) - len(todo)}
+    execution = {"trained": trained, "n_trained": len(trained), "n_skipped": len(runs) - len(todo),
+                 "groups": sorted(placed, key=lambda g: g["group"])}
     return Output(json={INDEX_FILE: sweep_index(unit, ctx.profile, runs, records)},
                   tables={"runs.csv": runs_table(ctx, runs, records)}, meta={"summary": summary},
                   execution=execution, run_metrics={**summary, "n_trained": len(trained),

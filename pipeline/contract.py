@@ -25,45 +25,102 @@ SANITY: ClaimKind = "sanity"  # a theorem, a property of the code, a golden valu
 Keys = Sequence[str] | Callable[[Any, str], Sequence[str]]
 
 
+Reads = Callable[[Any, str], Sequence[tuple[str, str]]]
+Datasets = Callable[[Any, str], Sequence[str]]
+
+
 @dataclass(frozen=True)
+class Units:
+    """One kind of unit of a family: which units there are, what each reads, and the function computing it.
+
+    ``names`` lists the units of this kind the profile runs; ``params`` are the resolved keys a unit reads
+    (``"*"``: the whole section; ``{unit}`` stands for the unit), ``reads`` the units of the study whose
+    outputs it reads, ``datasets`` the datasets it loads. ``run`` names the function of the family's entry
+    module (default: the family's kind), ``cost`` the ``"module:function"`` that counts what a unit computes
+    (:class:`Cost`, for ``make plan`` and the runner's plan line, which stops a stage estimated above 24 h
+    before it starts), given the device it would run on and ``previous`` (a file of the unit's earlier,
+    maybe interrupted, run; None when absent), so a resumable unit counts only what is left; it lives in a
+    light module, so planning imports no training code.
+    """
+
+    names: Callable[[Any], Sequence[str]]
+    params: Keys = ("*",)
+    reads: Reads = lambda cfg, unit: ()
+    datasets: Datasets = lambda cfg, unit: ()
+    run: str | None = None
+    cost: str | None = None
+
+
+@dataclass(frozen=True, init=False)
 class Family:
     """One stage family of a study: DVC stage ``<study>_<kind>``, one ``foreach`` key per unit.
 
-    ``entry`` is the module holding the function named ``kind`` (``train``/``extract``/``render``);
-    the family's code dependencies are that module's project imports, so keep renderers out of
-    training modules. ``params`` are the resolved keys the stage reads (``"*"``: the whole section),
-    ``reads`` the units of this study whose outputs it reads, ``datasets`` the datasets it loads.
+    ``entry`` is the module holding the functions that compute its units; the family's code dependencies
+    are that module's project imports, so keep renderers out of training modules. A family whose units
+    are alike declares them inline (``units``, ``params``, ``reads``, ``datasets``, ``cost``: the fields of
+    :class:`Units`); one with units of different kinds (a study's runs and its summary) declares one
+    :class:`Units` per kind in ``kinds``, each with its own function, so no code asks which unit it runs.
     ``resumable``: the output folder survives a failed or killed run, and the study may yield
-    :class:`Output` parts that are written as they come (see :class:`Output.part`).
-    ``cost`` names the function that counts what a unit computes (:class:`Cost`, for ``make plan`` and the
-    runner's plan line, which stops a stage estimated above 24 h before it starts), given the device it
-    would run on and ``previous`` (a file of the unit's earlier, maybe interrupted, run; None when absent),
-    so a resumable unit counts only what is left; it lives in a light module, so planning imports no
-    training code. ``probe`` is the module whose functions time one
-    :class:`Work` step on this machine; it is imported only to calibrate (and by the stage, whose training
-    code is loaded already), so both are code deps of the family's stages.
+    :class:`Output` parts that are written as they come (see :class:`Output.part`). ``probe`` is the module
+    whose functions time one :class:`Work` step on this machine; it is imported only to calibrate (and by
+    the stage, whose training code is loaded already), so it and the cost modules are code deps of the
+    family's stages.
     """
 
     kind: Kind
     entry: str
-    units: Callable[[Any], Sequence[str]]
-    params: Keys = ("*",)
-    reads: Callable[[Any, str], Sequence[tuple[str, str]]] = lambda cfg, unit: ()
-    datasets: Callable[[Any, str], Sequence[str]] = lambda cfg, unit: ()
-    resumable: bool = False
-    metrics: bool = False  # the stage writes reports/metrics/<stage>.json (Output.metrics)
-    tables: tuple[str, ...] = ()  # the .csv tables (Output.tables) each unit writes; listed in the manifest
-    cost: str | None = None  # "module:function", (cfg, unit, device, previous) -> Cost; light (no torch)
-    probe: str | None = None  # the module of the Work probes (imports the training code; loaded to calibrate)
+    kinds: tuple[Units, ...]
+    resumable: bool
+    metrics: bool  # the stage writes reports/metrics/<stage>.json (Output.metrics)
+    tables: tuple[str, ...]  # the .csv tables (Output.tables) each unit writes; listed in the manifest
+    probe: str | None
+
+    def __init__(self, kind: Kind, entry: str, units: Callable[[Any], Sequence[str]] | None = None,
+                 params: Keys = ("*",), reads: Reads = lambda cfg, unit: (), datasets: Datasets = lambda cfg, unit: (),
+                 cost: str | None = None, *, kinds: Sequence[Units] = (), resumable: bool = False,
+                 metrics: bool = False, tables: tuple[str, ...] = (), probe: str | None = None) -> None:
+        if (units is None) == (not kinds):
+            raise TypeError(f"Family({kind!r}): declare its units inline (units=...) or by kind (kinds=...), "
+                            "not both")
+        if units is not None:
+            kinds = (Units(units, params, reads, datasets, cost=cost),)
+        for name, value in (("kind", kind), ("entry", entry), ("kinds", tuple(kinds)), ("resumable", resumable),
+                            ("metrics", metrics), ("tables", tables), ("probe", probe)):
+            object.__setattr__(self, name, value)
+
+    def units(self, cfg: Any) -> list[str]:
+        """Every unit of the family the profile runs, kind by kind."""
+        return [u for k in self.kinds for u in k.names(cfg)]
+
+    def of(self, cfg: Any, unit: str) -> Units:
+        """The kind ``unit`` is."""
+        for k in self.kinds:
+            if unit in k.names(cfg):
+                return k
+        raise KeyError(f"{self.kind} unit {unit!r} is not among {self.units(cfg)}")
 
     def keys(self, cfg: Any, unit: str) -> list[str]:
-        keys = self.params(cfg, unit) if callable(self.params) else self.params
+        params = self.of(cfg, unit).params
+        keys = params(cfg, unit) if callable(params) else params
         return [k.replace("{unit}", unit) for k in keys]
+
+    def reads(self, cfg: Any, unit: str) -> Sequence[tuple[str, str]]:
+        return self.of(cfg, unit).reads(cfg, unit)
+
+    def datasets(self, cfg: Any, unit: str) -> Sequence[str]:
+        return self.of(cfg, unit).datasets(cfg, unit)
+
+    def function(self, cfg: Any, unit: str) -> str:
+        """The name of the entry module's function that computes ``unit``."""
+        return self.of(cfg, unit).run or self.kind
+
+    def cost(self, cfg: Any, unit: str) -> str | None:
+        return self.of(cfg, unit).cost
 
     def modules(self) -> tuple[str, ...]:
         """The study modules a stage of this family loads: its entry, and its cost and probe modules."""
-        cost = self.cost.partition(":")[0] if self.cost else None
-        return tuple(m for m in (self.entry, cost, self.probe) if m)
+        costs = (k.cost.partition(":")[0] for k in self.kinds if k.cost)
+        return tuple(dict.fromkeys(m for m in (self.entry, *costs, self.probe) if m))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ only the declared keys (:class:`DeclaredView`) and a reader that opens only the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 Path = tuple[str, ...]
@@ -40,9 +40,10 @@ class DeclaredView:
     """A read-only view of a resolved params section that returns only declared keys.
 
     A declared key, and anything inside it, comes back as the plain value; a mapping or dataclass on
-    the way to a declared key comes back as another view (its keys can be listed, only its declared
-    entries read). Methods and properties of a schema class run on the whole object: they derive the
-    graph's structure (e.g. a study's unit lists), which ``dvc.yaml`` itself depends on.
+    the way to a declared key, and any mapping, comes back as another view: its keys can be listed (they
+    are the graph's structure: unit names, which ``dvc.yaml`` lists), only its declared entries read.
+    Methods and properties of a schema class run on the whole object: they derive the graph's structure
+    (e.g. a study's unit lists), which ``dvc.yaml`` itself depends on.
     """
 
     __slots__ = ("_obj", "_path", "_keys", "_where")
@@ -57,7 +58,7 @@ class DeclaredView:
         path = (*self._path, name)
         if _covered(path, self._keys):
             return value
-        if _above(path, self._keys):
+        if _above(path, self._keys) or isinstance(value, Mapping):  # a mapping's keys are structure
             return DeclaredView(value, self._keys, path, self._where)
         declared = sorted(".".join(k) or "*" for k in self._keys)
         raise UndeclaredReadError(f"{self._where} read params key {'.'.join(path)!r}, which it does not declare "

@@ -2,7 +2,7 @@
 
 For every stage of a profile (every unit of every family of every study) the plan gives its runs, stacked
 groups, the FLOPs of its products counted from the shapes, and an estimated wall time on this machine;
-then totals per study and overall. A family declares its cost (:attr:`~pipeline.contract.Family.cost`):
+then totals per study and overall. A family declares its cost per kind of unit (:attr:`~pipeline.contract.Units.cost`):
 a light function returning the unit's :class:`~pipeline.contract.Work`, each part naming a probe that times
 one step of its shape. Seconds per FLOP come from that probe, run once per distinct shape on this device
 and cached in ``.trainscape/plan/<device>.json`` (``TRAINSCAPE_PLAN_CACHE`` names another folder), keyed by
@@ -234,7 +234,7 @@ def previous_reader(study: str, kind: str, unit: str) -> Callable[[str], Any]:
 
 
 def unit_cost(family: Family, cfg: Any, unit: str, device: str, previous: Callable[[str], Any] | None) -> Cost:
-    module, _, name = (family.cost or "").partition(":")
+    module, _, name = (family.cost(cfg, unit) or "").partition(":")
     return getattr(importlib.import_module(module), name)(cfg, unit, device, previous)
 
 
@@ -243,7 +243,7 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
     """The plan of one unit: its cost, each work's estimate on the calibration's device, the fixed part.
     Without ``probe``, a shape missing from the cache is estimated at :data:`FLOOR_RATE` (an upper bound)."""
     plan = StagePlan(study.name, family.kind, unit, seconds=FIXED_SECONDS[family.kind])
-    if not family.cost:
+    if not family.cost(cfg, unit):
         plan.note = "fixed: process start-up and small work" if family.kind != "train" else "no cost declared"
         return plan
     cost = unit_cost(family, cfg, unit, calibration.device, previous)
@@ -293,7 +293,7 @@ def before_stage(study: Study, family: Family, cfg: Any, unit: str, device: str,
     :class:`ConfigError`: one line, exit 2) unless ``TRAINSCAPE_ALLOW_LONG=1``. None when the family declares
     no cost. The probe module is loaded whether or not the cache holds the stage's shapes, so the stage
     loads exactly its code deps either way."""
-    if not family.cost:
+    if not family.cost(cfg, unit):
         return None
     if family.probe:
         importlib.import_module(family.probe)

@@ -79,7 +79,7 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
             target = dvc_target(study_name, stage_name(study_name, src_kind, src_unit))
             raise MissingInputError(f"{study_name}: {src_kind} unit {src_unit!r} has not been built "
                                     f"({meta} is missing); run `dvc repro {target}`")
-    fn = getattr(importlib.import_module(family.entry), kind)
+    fn = getattr(importlib.import_module(family.entry), family.function(cfg, unit))
     # after the entry's import: torch is loaded exactly when the stage's code uses it
     return Prepared(params, study, family, cfg, unit, fn, executor_name(), devices.resolve())
 

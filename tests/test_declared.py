@@ -36,6 +36,7 @@ def test_declared_keys_and_what_lies_inside_them_read_plainly():
     assert list(v.runs) == ["x", "y"] and "y" in v.runs and len(v.runs) == 2  # the structure is visible
     assert v.units() == ["x", "y"]  # a schema method derives structure on the whole section
     assert dict(view("runs").runs.items())["y"] == Inner(3, 4)
+    assert sorted(view("lr").runs) == ["x", "y"]  # an undeclared mapping's keys are structure, its values not
 
 
 @pytest.mark.parametrize("read", [lambda v: v.seed, lambda v: v.runs["y"], lambda v: v.runs.get("y"),

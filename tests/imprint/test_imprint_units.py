@@ -337,7 +337,7 @@ def test_spread_units_and_render():
     ctx = Context(study="imprint", kind="render", unit=SPREAD, profile="smoke", cfg=cfg, device="cpu",
                   stage=f"imprint_render@{SPREAD}", provenance={},
                   reader=lambda *key: {("train", SPREAD, "spread.json"): spread}[key], own=lambda _n: None)
-    (fig,) = figures.render(ctx, SPREAD).figures
+    (fig,) = figures.render_spread(ctx, SPREAD).figures
     assert fig.id == SPREAD and fig.sources == [("train", SPREAD)]
     assert fig.caption.startswith("SMOKE STAND-IN") and "57.0–90.0 %" in fig.caption
     assert "5.0 to 38.0 points" in fig.caption

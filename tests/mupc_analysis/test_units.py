@@ -14,11 +14,11 @@ from pipeline.config import ConfigError, load_section, merge, read_tree, resolve
 from pipeline.contract import Context, Output
 from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis import STUDY
+from pipeline.studies.mupc.analysis import train as train_module
 from pipeline.studies.mupc.analysis.config import RENDER_SOURCES, MupcAnalysisParams
 from pipeline.studies.mupc.analysis.extract import extract, spectral_drift
 from pipeline.studies.mupc.analysis.figures import RENDERERS, render
 from pipeline.studies.mupc.analysis.layout import FWD_METRICS, fwd_key, hessian_configs, hessian_key, theory_key
-from pipeline.studies.mupc.analysis.train import train
 from tests.conftest import ROOT
 
 NAME = "mupc_analysis"
@@ -63,7 +63,8 @@ class Store:
 
 def _run_train(store: Store, cfg: MupcAnalysisParams, unit: str) -> tuple[list[Output], Output]:
     """All parts a train unit yields (each stored at once, as the runner writes them) and its final output."""
-    result = train(store.ctx(cfg, "train", unit), unit)
+    run = getattr(train_module, STUDY.family("train").function(cfg, unit))  # as the runner picks it
+    result = run(store.ctx(cfg, "train", unit), unit)
     parts = []
     while True:
         try:

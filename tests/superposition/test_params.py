@@ -54,7 +54,8 @@ def test_declared_params_exist_and_track_the_profile() -> None:
                 for part in key.split("."):
                     node = node[part] if isinstance(node, dict) else getattr(node, part)
     keys = STUDY.family("render").keys(cfg, "summary")
-    assert keys == ["render.zoom_epochs"]  # the detector is extract@summary's: re-tuning it redraws no weights
+    # the detector is extract@summary's: re-tuning it redraws no weights (train.* name the smoke stand-in)
+    assert keys == ["render.zoom_epochs", "train.epochs", "train.seeds"]
     assert "plateau" in STUDY.family("extract").keys(cfg, "summary")
     assert STUDY.family("extract").reads(cfg, "summary") == [("train", "untied"), ("train", "tied")]
     assert ("extract", "summary") in STUDY.family("render").reads(cfg, "summary")

@@ -8,26 +8,20 @@ render@<figure>     the seed's composite figure for one init (and, for the glyph
 render@seed_spread  epoch-1 test accuracy per init seed, Adam and Muon
 """
 
-from pipeline.contract import Family, Study
+from pipeline.contract import Family, Study, Units
 from pipeline.studies.imprint.config import SPREAD, ImprintParams
 
 SHARED_KEYS = ("glyph", "glyph_scale", "ns_compile", "lr", "momentum", "ns_steps", "batch_size", "test_batch_size",
                "mean", "std", "precision", "ns_precision", "n_train", "n_test", "torch_threads")
-TRAIN_KEYS = (*SHARED_KEYS, "init_seed", "compile", "epochs", "runs.{unit}")
+COST = "pipeline.studies.imprint.cost"
 
 
-def _train_keys(cfg: ImprintParams, unit: str) -> tuple[str, ...]:
-    return (*SHARED_KEYS, "compile", "spread") if unit == SPREAD else TRAIN_KEYS
+def mnist(cfg: ImprintParams, unit: str) -> tuple[str, ...]:
+    return ("mnist",)
 
 
-def _extract_reads(cfg: ImprintParams, unit: str) -> list[tuple[str, str]]:
-    return [("train", SPREAD)] if unit == SPREAD else [("train", r) for r in cfg.summary[unit].runs]
-
-
-def _render_reads(cfg: ImprintParams, unit: str) -> list[tuple[str, str]]:
-    if unit == SPREAD:
-        return [("train", SPREAD)]
-    return [("train", cfg.figures[unit].adam), ("train", cfg.figures[unit].muon)]
+def spread_run(cfg: ImprintParams, unit: str) -> list[tuple[str, str]]:
+    return [("train", SPREAD)]
 
 
 STUDY = Study(
@@ -36,15 +30,21 @@ STUDY = Study(
     claims="pipeline.studies.imprint.claims",
     schema=ImprintParams,
     families=(
-        Family("train", entry="pipeline.studies.imprint.train", units=lambda cfg: [*cfg.runs, *cfg.spread_units()],
-               params=_train_keys, datasets=lambda cfg, unit: ("mnist",),
-               cost="pipeline.studies.imprint.cost:train_cost", probe="pipeline.studies.imprint.probe"),
-        Family("extract", entry="pipeline.studies.imprint.extract",
-               units=lambda cfg: [*cfg.summary, *cfg.spread_units()],
-               params=lambda cfg, unit: ("spread",) if unit == SPREAD else ("glyph", "glyph_scale", "summary.{unit}"),
-               metrics=True, reads=_extract_reads, tables=("runs.csv",)),
-        Family("render", entry="pipeline.studies.imprint.figures",
-               units=lambda cfg: [*cfg.figures, *cfg.spread_units()],
-               params=lambda cfg, unit: ("spread",) if unit == SPREAD else ("figures.{unit}",), reads=_render_reads),
+        Family("train", entry="pipeline.studies.imprint.train", probe="pipeline.studies.imprint.probe", kinds=(
+            Units(lambda cfg: list(cfg.runs), (*SHARED_KEYS, "init_seed", "compile", "epochs", "runs.{unit}"),
+                  datasets=mnist, cost=f"{COST}:train_cost"),
+            Units(lambda cfg: cfg.spread_units(), (*SHARED_KEYS, "compile", "spread"), datasets=mnist,
+                  run="train_spread", cost=f"{COST}:spread_cost"),
+        )),
+        Family("extract", entry="pipeline.studies.imprint.extract", metrics=True, tables=("runs.csv",), kinds=(
+            Units(lambda cfg: list(cfg.summary), ("glyph", "glyph_scale", "summary.{unit}"),
+                  reads=lambda cfg, unit: [("train", r) for r in cfg.summary[unit].runs]),
+            Units(lambda cfg: cfg.spread_units(), ("spread",), spread_run, run="extract_spread"),
+        )),
+        Family("render", entry="pipeline.studies.imprint.figures", kinds=(
+            Units(lambda cfg: list(cfg.figures), ("figures.{unit}",),
+                  reads=lambda cfg, unit: [("train", cfg.figures[unit].adam), ("train", cfg.figures[unit].muon)]),
+            Units(lambda cfg: cfg.spread_units(), ("spread",), spread_run, run="render_spread"),
+        )),
     ),
 )

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.contract import Cost, Work
-from pipeline.studies.imprint.config import SPREAD, ImprintParams
+from pipeline.studies.imprint.config import ImprintParams
 
 LAYERS = ((128, 784), (128, 128), (64, 128), (10, 64))  # (out, in) of the four Linear layers
 P = sum(o * i for o, i in LAYERS)
@@ -43,12 +43,15 @@ def _work(cfg: ImprintParams, optimizer: str, flops: float, runs: int) -> Work:
     return Work(f"{optimizer} {cfg.precision} batch {cfg.batch_size}, {runs} run(s)", "train_step", shape, flops)
 
 
+def spread_cost(cfg: ImprintParams, unit: str, device: str, previous: Callable[[str], Any] | None = None) -> Cost:
+    """Every init seed of the spread (``train@seed_spread``) with Adam and with Muon."""
+    k, e = len(cfg.spread.init_seeds), cfg.spread.epochs
+    work = tuple(_work(cfg, opt, k * run_flops(cfg, opt, e, False), k) for opt in ("adam", "muon"))
+    return Cost(runs=2 * k, groups=2 * k, work=work, note=f"{k} init seeds × Adam, Muon; {e} epoch(s)")
+
+
 def train_cost(cfg: ImprintParams, unit: str, device: str, previous: Callable[[str], Any] | None = None) -> Cost:
-    """One run (``train@<run>``), or every init seed of the spread with Adam and with Muon."""
-    if unit == SPREAD:
-        k, e = len(cfg.spread.init_seeds), cfg.spread.epochs
-        work = tuple(_work(cfg, opt, k * run_flops(cfg, opt, e, False), k) for opt in ("adam", "muon"))
-        return Cost(runs=2 * k, groups=2 * k, work=work, note=f"{k} init seeds × Adam, Muon; {e} epoch(s)")
+    """One run (``train@<run>``)."""
     opt = cfg.runs[unit].optimizer
     return Cost(runs=1, groups=1, work=(_work(cfg, opt, run_flops(cfg, opt, cfg.epochs, True), 1),),
                 note=f"{cfg.epochs} epochs, {cfg.precision}")

@@ -74,7 +74,7 @@ def spread_metrics(spread: dict[str, Any], epoch: int = 1) -> dict[str, Any]:
             "adam_range_over_gap_median": float((adam.max() - adam.min()) / np.median(gap)) if np.median(gap) else None}
 
 
-def extract_spread(ctx: Context) -> Output:
+def extract_spread(ctx: Context, unit: str) -> Output:
     spread = ctx.read("train", SPREAD, "spread.json")
     m = {"profile": ctx.profile, **spread_metrics(spread)}
     a, u, g = m["adam"], m["muon"], m["gap"]
@@ -86,8 +86,6 @@ def extract_spread(ctx: Context) -> Output:
 
 def extract(ctx: Context, unit: str) -> Output:
     cfg: ImprintParams = ctx.cfg
-    if unit == SPREAD:
-        return extract_spread(ctx)
     runs, metrics = {}, {}
     for key in cfg.summary[unit].runs:
         m = metrics[key] = ctx.read("train", key, "metrics.json")

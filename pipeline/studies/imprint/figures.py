@@ -181,7 +181,7 @@ def spread_figure(spread: dict, profile: str) -> plt.Figure:
     return fig
 
 
-def render_spread(ctx: Context) -> Output:
+def render_spread(ctx: Context, unit: str) -> Output:
     spread = ctx.read("train", SPREAD, "spread.json")
     seeds = list(spread["test_acc"])
     adam = [spread["test_acc"][s]["adam"][1] for s in seeds]
@@ -200,8 +200,6 @@ def render_spread(ctx: Context) -> Output:
 
 
 def render(ctx: Context, unit: str) -> Output:
-    if unit == SPREAD:
-        return render_spread(ctx)
     spec = ctx.cfg.figures[unit]
     runs = {opt: getattr(spec, opt) for opt in OPTS}
     arrays = {opt: ctx.read("train", key, "arrays.npz") for opt, key in runs.items()}

@@ -44,8 +44,10 @@ def init_model(cfg: ImprintParams, init_seed: int, glyph: dict | None, dtype: to
     return torch.compile(model) if cfg.compile else model
 
 
-def train_spread(ctx: Context, cfg: ImprintParams) -> Output:
+def train_spread(ctx: Context, unit: str) -> Output:
     """Every init seed of the spread, with Adam and with Muon, from the same data order."""
+    cfg: ImprintParams = ctx.cfg
+    set_threads(cfg)
     sp = cfg.spread
     dtype = DTYPES[cfg.precision]
     glyph = glyph_info(cfg.glyph, cfg.glyph_scale) if sp.init == "glyph" else None
@@ -81,12 +83,15 @@ def train_spread(ctx: Context, cfg: ImprintParams) -> Output:
                   runs=runs, meta=meta, run_metrics={"seconds": time.perf_counter() - t0})  # times: MLflow only
 
 
-def train(ctx: Context, unit: str) -> Output:
-    cfg: ImprintParams = ctx.cfg
+def set_threads(cfg: ImprintParams) -> None:
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
-    if unit == SPREAD:
-        return train_spread(ctx, cfg)
+
+
+def train(ctx: Context, unit: str) -> Output:
+    """One (init, optimiser) run."""
+    cfg: ImprintParams = ctx.cfg
+    set_threads(cfg)
     run = cfg.runs[unit]
     dtype = DTYPES[cfg.precision]
     glyph = glyph_info(cfg.glyph, cfg.glyph_scale) if run.init == "glyph" else None  # fails before compute

@@ -7,28 +7,34 @@ render@<variant>   feature geometry, W_U·W_E heat maps and the slider HTML of t
 render@summary     loss curves of every seed with the detected plateaus
 """
 
-from collections.abc import Sequence
-
-from pipeline.contract import Family, Study
+from pipeline.contract import Family, Study, Units
 from pipeline.studies.superposition.config import SUMMARY, Superposition
 
 TRAIN_KEYS = ("f", "n", "lr", "lr_schedule", "lr_decay_total", "lr_decay_steps", "device", "dtype", "threads",
               "variants.{unit}", "train")
+STAND_IN = ("train.epochs", "train.seeds")  # the smoke profile's captions name them
 
 
-def _extract_keys(cfg: Superposition, unit: str) -> Sequence[str]:
-    return ("plateau", "train.epochs", "lr_schedule") if unit == SUMMARY else ("variants.{unit}",)
+def variants(cfg: Superposition) -> list[str]:
+    return list(cfg.variants)
 
 
-def _render_keys(cfg: Superposition, unit: str) -> Sequence[str]:
-    if unit == SUMMARY:
-        return ("render.zoom_epochs",)
-    return ("variants.{unit}", "render.figure_seeds", "render.panel_epochs", "render.html_frames")
+def summary(cfg: Superposition) -> list[str]:
+    return [SUMMARY]
 
 
-def _trained(cfg: Superposition, unit: str) -> list[tuple[str, str]]:
-    """The train units a unit reads: its own variant, or every variant for the summary."""
-    return [("train", v) for v in (cfg.variants if unit == SUMMARY else [unit])]
+def trained(cfg: Superposition, unit: str) -> list[tuple[str, str]]:
+    """A variant's own train unit."""
+    return [("train", unit)]
+
+
+def every_variant(cfg: Superposition, unit: str) -> list[tuple[str, str]]:
+    return [("train", v) for v in cfg.variants]
+
+
+def summary_keys(cfg: Superposition, unit: str) -> list[str]:
+    """The detector and what each row of the summary table names: the schedule and whether a variant is tied."""
+    return ["plateau", "train.epochs", "lr", "lr_schedule", *(f"variants.{v}.tied" for v in cfg.variants)]
 
 
 STUDY = Study(
@@ -37,13 +43,18 @@ STUDY = Study(
     claims="pipeline.studies.superposition.claims",
     schema=Superposition,
     families=(
-        Family("train", entry="pipeline.studies.superposition.train", units=lambda cfg: list(cfg.variants),
+        Family("train", entry="pipeline.studies.superposition.train", units=variants,
                params=TRAIN_KEYS, cost="pipeline.studies.superposition.cost:train_cost",
                probe="pipeline.studies.superposition.probe"),
-        Family("extract", entry="pipeline.studies.superposition.extract", units=lambda cfg: cfg.units(),
-               params=_extract_keys, reads=_trained, metrics=True, tables=("runs.csv",)),
-        Family("render", entry="pipeline.studies.superposition.figures", units=lambda cfg: cfg.units(),
-               params=_render_keys,
-               reads=lambda cfg, unit: _trained(cfg, unit) + ([("extract", SUMMARY)] if unit == SUMMARY else [])),
+        Family("extract", entry="pipeline.studies.superposition.extract", metrics=True, tables=("runs.csv",), kinds=(
+            Units(variants, ("variants.{unit}",), trained),
+            Units(summary, summary_keys, every_variant, run="extract_summary"),
+        )),
+        Family("render", entry="pipeline.studies.superposition.figures", kinds=(
+            Units(variants, ("variants.{unit}", "render.figure_seeds", "render.panel_epochs", "render.html_frames",
+                             *STAND_IN), trained),
+            Units(summary, ("render.zoom_epochs", *STAND_IN),
+                  lambda cfg, unit: [*every_variant(cfg, unit), ("extract", SUMMARY)], run="render_summary"),
+        )),
     ),
 )

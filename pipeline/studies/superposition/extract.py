@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.contract import Context, Output
-from pipeline.studies.superposition.config import SUMMARY, Plateau, Superposition
+from pipeline.studies.superposition.config import Plateau, Superposition
 from pipeline.studies.superposition.plateau import detect_plateaus
 
 
@@ -120,7 +120,7 @@ def variant_heatmaps(seeds: list[int], w_e: np.ndarray, w_u: np.ndarray, snap_ep
     return out
 
 
-def summary(ctx: Context) -> Output:
+def extract_summary(ctx: Context, unit: str) -> Output:
     """Plateau-then-drop detection on every seed of every variant."""
     cfg: Superposition = ctx.cfg
     p = cfg.plateau
@@ -143,8 +143,7 @@ def summary(ctx: Context) -> Output:
 
 
 def extract(ctx: Context, unit: str) -> Output:
-    if unit == SUMMARY:
-        return summary(ctx)
+    """One variant's per-seed losses, feature geometry and heat-map numbers."""
     h = ctx.read("train", unit, "history.npz")
     seeds = [int(s) for s in h["seeds"]]
     metrics = variant_losses(unit, ctx.cfg.variants[unit].tied, seeds, h["losses"])

@@ -223,7 +223,7 @@ def stand_in(ctx: Context) -> str:
     return f"SMOKE STAND-IN: {t.epochs} epochs, {len(t.seeds)} seeds, not the paper's 50,000 epochs and 33 seeds"
 
 
-def render_summary(ctx: Context) -> Output:
+def render_summary(ctx: Context, unit: str) -> Output:
     """The loss curves of every variant with the plateaus extract@summary detected."""
     cfg: Superposition = ctx.cfg
     detected = ctx.read("extract", SUMMARY, "plateaus.json")["variants"]
@@ -246,8 +246,7 @@ def render_summary(ctx: Context) -> Output:
 
 
 def render(ctx: Context, unit: str) -> Output:
-    if unit == SUMMARY:
-        return render_summary(ctx)
+    """One variant's geometry, heat-map and slider figures of the figure seeds."""
     cfg: Superposition = ctx.cfg
     rp = cfg.render
     h = ctx.read("train", unit, "history.npz")

@@ -5,12 +5,11 @@ extract@analysis_metrics  headline numbers -> reports/metrics/mupc_analysis_extr
 render@<family>     F1–F4 (hessian_init), F5–F6 (fwd_pass), F26 (theory_grid), F27 (theory_width)
 """
 
-from pipeline.contract import Family, Study
+from collections.abc import Callable
+
+from pipeline.contract import Family, Study, Units
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 
-# train unit -> the keys it reads besides ``threads``
-TRAIN_KEYS = {"hessian_init": ("legacy_noskip_branch_scale", "hessian"), "fwd_pass": ("fwd_pass",),
-              "theory_grid": ("theory_grid",), "theory_width": ("theory_width",)}
 # what the grids of the headline numbers (extract) and of the figures (render) are read from
 HESSIAN_GRID = ("hessian.families", "hessian.acts", "hessian.activity_decays", "hessian.seeds", "hessian.widths",
                 "hessian.depths")
@@ -29,16 +28,35 @@ RENDER_KEYS = {
             "theory_width.plot_widths"),
 }
 
+COST = "pipeline.studies.mupc.analysis.cost"
+
+
+def train_unit(name: str) -> Callable[[MupcAnalysisParams], list[str]]:
+    """The train unit ``name`` where the profile's ``train_units`` list it."""
+    return lambda cfg: [name] if name in cfg.train_units else []
+
+
+def mnist(cfg: MupcAnalysisParams, unit: str) -> tuple[str, ...]:
+    return ("mnist",)
+
+
 STUDY = Study(
     name="mupc_analysis",
     title="μPC: activity Hessian at init, forward pass, equilibrium-energy theory",
     claims="pipeline.studies.mupc.analysis.claims",
     schema=MupcAnalysisParams,
     families=(
-        Family("train", entry="pipeline.studies.mupc.analysis.train", units=lambda cfg: list(cfg.train_units),
-               params=lambda cfg, unit: ("threads", *TRAIN_KEYS[unit]), resumable=True,
-               datasets=lambda cfg, unit: () if unit == "hessian_init" else ("mnist",),
-               cost="pipeline.studies.mupc.analysis.cost:train_cost", probe="pipeline.studies.mupc.analysis.probe"),
+        Family("train", entry="pipeline.studies.mupc.analysis.train", resumable=True,
+               probe="pipeline.studies.mupc.analysis.probe", kinds=(
+                   Units(train_unit("hessian_init"), ("threads", "legacy_noskip_branch_scale", "hessian"),
+                         run="train_hessian", cost=f"{COST}:hessian_cost"),
+                   Units(train_unit("fwd_pass"), ("threads", "fwd_pass"), datasets=mnist, run="train_fwd",
+                         cost=f"{COST}:fwd_cost"),
+                   Units(train_unit("theory_grid"), ("threads", "theory_grid"), datasets=mnist,
+                         run="train_theory_grid", cost=f"{COST}:theory_grid_cost"),
+                   Units(train_unit("theory_width"), ("threads", "theory_width"), datasets=mnist,
+                         run="train_theory_width", cost=f"{COST}:theory_width_cost"),
+               )),
         Family("extract", entry="pipeline.studies.mupc.analysis.extract", units=lambda cfg: ["analysis_metrics"],
                params=EXTRACT_KEYS, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", u) for u in cfg.train_units]),

@@ -103,15 +103,8 @@ def theory_flops(act: str, N: int, H: int, B: int, eq_max_steps: int) -> float:
     return rest + eq_max_steps * 3 * 2 * B * ((H - 1) * N * N + D_Y * N)
 
 
-def _theory(cfg: MupcAnalysisParams, unit: str) -> Cost:
-    if unit == "theory_grid":
-        tg = cfg.theory_grid
-        nets = [("linear", N, H, len(tg.param_lrs)) for N, H in itertools.product(tg.widths, tg.depths)]
-        iters, B, steps = tg.iters, tg.batch_size, 0
-    else:
-        tw = cfg.theory_width
-        nets = [(a, N, tw.depth, len(tw.params)) for a, N in itertools.product(tw.acts, tw.widths)]
-        iters, B, steps = tw.iters, tw.batch_size, min(EQ_STEPS, tw.eq_max_steps)
+def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iters: int, B: int, steps: int) -> Cost:
+    """``nets``: (act, N, H, nets of that shape) trained ``iters`` iterations at batch ``B``."""
     work = tuple(Work(f"{act} N={N} H={H}, {k} nets", "theory_step",
                       {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps if act != "linear" else 0,
                        "threads": cfg.threads}, k * iters * theory_flops(act, N, H, B, steps if act != "linear" else 0))
@@ -122,11 +115,25 @@ def _theory(cfg: MupcAnalysisParams, unit: str) -> Cost:
     return Cost(runs=n, groups=n, work=work, note=f"{n} nets × {iters} iterations, float64{bound}")
 
 
-def train_cost(cfg: MupcAnalysisParams, unit: str, device: str,
-               previous: Callable[[str], Any] | None = None) -> Cost:
-    """One train unit; hessian_init counts every cell (resumption skips finished ones, not counted here)."""
-    if unit == "hessian_init":
-        return _hessian(cfg)
-    if unit == "fwd_pass":
-        return _fwd(cfg)
-    return _theory(cfg, unit)
+def hessian_cost(cfg: MupcAnalysisParams, unit: str, device: str,
+                 previous: Callable[[str], Any] | None = None) -> Cost:
+    """hessian_init: every cell (resumption skips finished ones, not counted here)."""
+    return _hessian(cfg)
+
+
+def fwd_cost(cfg: MupcAnalysisParams, unit: str, device: str, previous: Callable[[str], Any] | None = None) -> Cost:
+    return _fwd(cfg)
+
+
+def theory_grid_cost(cfg: MupcAnalysisParams, unit: str, device: str,
+                     previous: Callable[[str], Any] | None = None) -> Cost:
+    tg = cfg.theory_grid
+    nets = [("linear", N, H, len(tg.param_lrs)) for N, H in itertools.product(tg.widths, tg.depths)]
+    return _theory(cfg, nets, tg.iters, tg.batch_size, 0)
+
+
+def theory_width_cost(cfg: MupcAnalysisParams, unit: str, device: str,
+                      previous: Callable[[str], Any] | None = None) -> Cost:
+    tw = cfg.theory_width
+    nets = [(a, N, tw.depth, len(tw.params)) for a, N in itertools.product(tw.acts, tw.widths)]
+    return _theory(cfg, nets, tw.iters, tw.batch_size, min(EQ_STEPS, tw.eq_max_steps))

@@ -143,15 +143,17 @@ def theory_row(unit: str, d: dict[str, np.ndarray], **settings: Any) -> dict[str
     return row
 
 
-def theory_rows(unit: str, read: Reader, cfg: MupcAnalysisParams) -> list[dict[str, Any]]:
-    if unit == "theory_grid":
-        tg = cfg.theory_grid
-        return [theory_row(unit, read(f"{theory_key('linear', p, N, H)}/theory.npz"), act="linear", param=p, N=N,
-                           H=H, param_lr=lr, iters=tg.iters, seed=tg.seed)
-                for p, lr in tg.param_lrs.items() for N in tg.widths for H in tg.depths]
+def theory_grid_rows(read: Reader, cfg: MupcAnalysisParams) -> list[dict[str, Any]]:
+    tg = cfg.theory_grid
+    return [theory_row("theory_grid", read(f"{theory_key('linear', p, N, H)}/theory.npz"), act="linear", param=p,
+                       N=N, H=H, param_lr=lr, iters=tg.iters, seed=tg.seed)
+            for p, lr in tg.param_lrs.items() for N in tg.widths for H in tg.depths]
+
+
+def theory_width_rows(read: Reader, cfg: MupcAnalysisParams) -> list[dict[str, Any]]:
     tw = cfg.theory_width
-    return [theory_row(unit, read(f"{theory_key(a, p, N, tw.depth)}/theory.npz"), act=a, param=p, N=N, H=tw.depth,
-                       param_lr=tw.param_lr, iters=tw.iters, seed=tw.seed)
+    return [theory_row("theory_width", read(f"{theory_key(a, p, N, tw.depth)}/theory.npz"), act=a, param=p, N=N,
+                       H=tw.depth, param_lr=tw.param_lr, iters=tw.iters, seed=tw.seed)
             for a in tw.acts for p in tw.params for N in tw.widths]
 
 
@@ -162,13 +164,15 @@ def runs_table(ctx: Context, cfg: MupcAnalysisParams) -> pd.DataFrame:
     for u in cfg.train_units:
         def read(name: str, u: str = u) -> Any:
             return ctx.read("train", u, name)
-        rows += (hessian_rows(read, cfg) if u == "hessian_init" else fwd_rows(read, cfg) if u == "fwd_pass"
-                 else theory_rows(u, read, cfg))
+        rows += ROWS[u](read, cfg)
     return pd.DataFrame(rows)
 
 
+# what the extract takes from each train unit: its headline numbers and its rows of the runs table
 HEADLINES = {"hessian_init": hessian_headline, "fwd_pass": fwd_headline, "theory_grid": theory_grid_headline,
              "theory_width": theory_width_headline}
+ROWS = {"hessian_init": hessian_rows, "fwd_pass": fwd_rows, "theory_grid": theory_grid_rows,
+        "theory_width": theory_width_rows}
 
 
 def extract(ctx: Context, unit: str) -> Output:

@@ -36,11 +36,11 @@ from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weig
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 
-def train(ctx: Context, unit: str) -> Output | Iterator[Output]:
+def unit_settings(ctx: Context) -> MupcAnalysisParams:
+    """The unit's params view, with torch's threads set from it (every train unit's first step)."""
     cfg: MupcAnalysisParams = ctx.cfg
     torch.set_num_threads(cfg.threads)
-    return {"hessian_init": train_hessian, "fwd_pass": train_fwd, "theory_grid": train_theory_grid,
-            "theory_width": train_theory_width}[unit](ctx, cfg)
+    return cfg
 
 
 # ----------------------------------------------------------------------------- hessian at init
@@ -136,9 +136,10 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
     return arrays, info, eig_seconds
 
 
-def train_hessian(ctx: Context, cfg: MupcAnalysisParams) -> Iterator[Output]:
+def train_hessian(ctx: Context, unit: str) -> Iterator[Output]:
     """Each cell is a part, written as soon as it is computed; a cell whose ``cell.json`` carries the same
     settings is kept. The per-config summaries and MLflow runs come with the final output."""
+    cfg = unit_settings(ctx)
     hp, legacy = cfg.hessian, cfg.legacy_noskip_branch_scale
     summaries: dict[str, Any] = {}
     runs = []
@@ -194,7 +195,8 @@ def mnist_batches(n_batches: int, batch_size: int, seed: int, train_images: int 
 # ----------------------------------------------------------------------------- forward pass
 
 
-def train_fwd(ctx: Context, cfg: MupcAnalysisParams) -> Output:
+def train_fwd(ctx: Context, unit: str) -> Output:
+    cfg = unit_settings(ctx)
     fp = cfg.fwd_pass
     batches = mnist_batches(fp.checks, fp.batch_size, fp.seed, fp.train_images, ctx.device, torch.float32)
     shape = (5, fp.checks, len(fp.widths), len(fp.depths))
@@ -286,7 +288,8 @@ def theory_record(key: str, params: dict[str, Any], out: dict[str, np.ndarray]) 
     return Run(key, params=params, metrics=metrics, series=series)
 
 
-def train_theory_grid(ctx: Context, cfg: MupcAnalysisParams) -> Output:
+def train_theory_grid(ctx: Context, unit: str) -> Output:
+    cfg = unit_settings(ctx)
     tg = cfg.theory_grid
     batches = mnist_batches(tg.iters, tg.batch_size, tg.seed, tg.train_images, ctx.device, torch.float64)
     arrays, runs = {}, []
@@ -303,7 +306,8 @@ def train_theory_grid(ctx: Context, cfg: MupcAnalysisParams) -> Output:
     return Output(arrays=arrays, runs=runs)
 
 
-def train_theory_width(ctx: Context, cfg: MupcAnalysisParams) -> Output:
+def train_theory_width(ctx: Context, unit: str) -> Output:
+    cfg = unit_settings(ctx)
     tw = cfg.theory_width
     batches = mnist_batches(tw.iters, tw.batch_size, tw.seed, tw.train_images, ctx.device, torch.float64)
     arrays, runs = {}, []

@@ -47,7 +47,7 @@ STUDY = Study(
                params=TRAIN_KEYS, cost="pipeline.studies.superposition.cost:train_cost",
                probe="pipeline.studies.superposition.probe"),
         Family("extract", entry="pipeline.studies.superposition.extract", metrics=True, tables=("runs.csv",), kinds=(
-            Units(variants, ("variants.{unit}",), trained),
+            Units(variants, ("variants.{unit}", "f", "n", "lr", "lr_schedule"), trained),  # its table names them
             Units(summary, summary_keys, every_variant, run="extract_summary"),
         )),
         Family("render", entry="pipeline.studies.superposition.figures", kinds=(

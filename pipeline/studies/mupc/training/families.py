@@ -37,8 +37,9 @@ class FigureFamily:
 
 
 def _sp(sweep: str, *, lr_sweep: bool = True, best: bool = True) -> FigureFamily:
-    options = (*CLEAN, f"best_lrs.{sweep}") if best else CLEAN
-    return FigureFamily("render_sp", {"sweep": sweep}, {"sweep_fig": lr_sweep, "best_fig": best}, options)
+    """An SP family; both figures read the sweep's table lrs (the lr sweep compares its pick with them)."""
+    return FigureFamily("render_sp", {"sweep": sweep}, {"sweep_fig": lr_sweep, "best_fig": best},
+                        (*CLEAN, f"best_lrs.{sweep}"))
 
 
 MUPC = (*CLEAN, "best_lrs.mupc")

@@ -47,8 +47,9 @@ class RayNodes:
                                  f"{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def start(self) -> None:
-        self._script("start")
+    def start(self) -> list[str]:
+        """Start both nodes; the nodes the head's GCS then lists, ``<ip> alive|dead``."""
+        return sorted(self._script("start").stdout.split("\n")[1:-1])
 
     def stop(self) -> None:
         self._script("stop", check=False)
@@ -75,14 +76,16 @@ class RayNodes:
                 out[int(pid)] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         return out
 
-    def wait_for_task(self, node: str, name: str, timeout: float = 300) -> None:
-        """Until a Ray worker of ``node`` runs task ``name`` (its process title ``ray::<name>``)."""
+    def wait_for_task(self, node: str, name: str, timeout: float = 300,
+                      alive: Callable[[], bool] = lambda: True) -> None:
+        """Until a Ray worker of ``node`` runs task ``name`` (its process title ``ray::<name>``), while
+        ``alive()`` (the stage that submits it still runs)."""
         deadline = time.time() + timeout
-        while time.time() < deadline:
+        while time.time() < deadline and alive():
             if any(cmd.startswith(f"ray::{name}") for cmd in self.processes(node).values()):
                 return
             time.sleep(0.05)
-        raise AssertionError(f"no task {name} started on the {node} within {timeout} s")
+        raise AssertionError(f"no task {name} started on the {node} while the stage ran (at most {timeout} s)")
 
     def kill(self, node: str) -> str:
         """SIGKILL every Ray process of ``node``, the way a machine dies (a stage started on it stays)."""
@@ -110,8 +113,8 @@ def clusters() -> Iterator[Callable[[], RayNodes]]:
     def start() -> RayNodes:
         nodes = RayNodes(f"tsr{os.getpid()}-{next(_serial)}")
         made.append(nodes)
-        nodes.start()
-        assert nodes.nodes() == [f"{HEAD_IP} alive", f"{WORKER_IP} alive"]
+        joined = nodes.start()
+        assert joined == [f"{HEAD_IP} alive", f"{WORKER_IP} alive"], joined
         return nodes
 
     try:

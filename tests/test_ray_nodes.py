@@ -31,7 +31,8 @@ def sweep(copy) -> None:
     a node can be killed while one runs."""
     grid = copy.params()["mupc_training"]["profiles"]["smoke"]["sweeps"]["S9"]["grids"][0]
     copy.set_params({"mupc_training": {"profiles": {"smoke": {"sweeps": {"S9": {"grids": [
-        {**grid, "H": [2, 4], "acts": ["linear", "tanh", "relu"], "seeds": [0, 1]}]}}}}}})
+        {**grid, "H": [2, 4], "acts": ["linear", "tanh", "relu"], "seeds": [0, 1]}]}}}}}},
+        regenerate=False)  # the stage reads the same keys: dvc.yaml stays as it is
 
 
 def on_cluster(copy, nodes: RayNodes) -> dict[str, str]:
@@ -107,7 +108,7 @@ def test_sweep_across_two_nodes_with_the_worker_lost_mid_sweep(repo_copy, ray_no
     deadline = time.time() + 600
     while not worker_parts(repo_copy) and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    nodes.wait_for_task("worker", TASK, timeout=max(deadline - time.time(), 1))
+    nodes.wait_for_task("worker", TASK, timeout=max(deadline - time.time(), 1), alive=lambda: proc.poll() is None)
     killed = nodes.kill("worker")
     code, out, err = finish(proc)
     assert code == 0, out[-3000:] + err[-3000:]

@@ -4,6 +4,7 @@ tiny inputs (a Hessian grid computed for real, synthetic forward-pass and theory
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -15,9 +16,10 @@ from pipeline.contract import Context, Output
 from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis import STUDY
 from pipeline.studies.mupc.analysis import train as train_module
-from pipeline.studies.mupc.analysis.config import RENDER_SOURCES, MupcAnalysisParams
+from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 from pipeline.studies.mupc.analysis.extract import extract, spectral_drift
-from pipeline.studies.mupc.analysis.figures import RENDERERS, render
+from pipeline.studies.mupc.analysis.families import FAMILIES
+from pipeline.studies.mupc.analysis.figures import drawer, render
 from pipeline.studies.mupc.analysis.layout import FWD_METRICS, fwd_key, hessian_configs, hessian_key, theory_key
 from tests.conftest import ROOT
 
@@ -110,8 +112,6 @@ def test_every_profile_resolves_to_todays_values():
      ["hessian.families[0].param = 'depth_mup'"]),
     (lambda s: s["profiles"]["smoke"]["hessian"].update(widths=[2, 2]), ["without repeated values"]),
     (lambda s: s["hessian"].update(bogus=1), ["mupc_analysis.hessian.bogus is not a known key"]),
-    (lambda s: s["render_units"].update(F26="theory_width"), ["render_units.F26 = 'theory_width'", "'theory_grid'"]),
-    (lambda s: s["render_units"].update(F9="fwd_pass"), ["render_units = 'F9'"]),
     (lambda s: s["profiles"]["smoke"].update(threads=0), ["mupc_analysis.threads = 0"]),
 ])
 def test_params_errors_name_key_value_allowed(edit, needles):
@@ -137,15 +137,17 @@ def test_declaration_units_reads_and_keys():
     train_f, extract_f, render_f = (STUDY.family(k) for k in ("train", "extract", "render"))
     assert list(train_f.units(cfg)) == ["hessian_init", "fwd_pass", "theory_grid", "theory_width"]
     assert list(extract_f.units(cfg)) == ["analysis_metrics"]
-    assert list(render_f.units(cfg)) == list(RENDER_SOURCES)
+    assert list(render_f.units(cfg)) == list(FAMILIES)
     assert train_f.resumable and extract_f.metrics
     assert list(train_f.datasets(cfg, "hessian_init")) == [] and list(train_f.datasets(cfg, "fwd_pass")) == ["mnist"]
     assert train_f.keys(cfg, "hessian_init") == ["threads", "legacy_noskip_branch_scale", "hessian"]
     assert {u for _, u in extract_f.reads(cfg, "analysis_metrics")} == set(cfg.train_units)
-    for fam, src in RENDER_SOURCES.items():
-        assert list(render_f.reads(cfg, fam)) == [("train", src)]
-        assert render_f.keys(cfg, fam)[0] == f"render_units.{fam}"
+    for fam, spec in FAMILIES.items():
+        assert list(render_f.reads(cfg, fam)) == [("train", spec.source)]
+        assert all(k.split(".")[0] == spec.source.replace("_init", "") for k in render_f.keys(cfg, fam))
     assert "fwd_pass.checks" in render_f.keys(cfg, "F6") and "fwd_pass.checks" not in render_f.keys(cfg, "F5")
+    without = dataclasses.replace(cfg, train_units=["hessian_init", "fwd_pass", "theory_width"])
+    assert "F26" not in render_f.units(without) and "F27" in render_f.units(without)  # no train unit, no figure
 
 
 def test_layout_keys():
@@ -304,7 +306,7 @@ def _finite_images(fig: Any) -> list[np.ndarray]:
 @pytest.mark.parametrize("fam", ["F1", "F3"])
 def test_histogram_figures(full_store, fam):
     store, cfg = full_store
-    figs = RENDERERS[fam](lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
+    figs = drawer(fam)(lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
     rows = len(cfg.hessian.acts) if fam == "F1" else 3  # F1: one row per act; F3: D, O, H_theory (linear)
     assert [f.id for f in figs] == [f"{fam}_mupc_standard_gauss_skips_decay0_seed0",
                                     f"{fam}_sp_standard_no_skips_decay0_seed0"]
@@ -322,7 +324,7 @@ def test_histogram_figures(full_store, fam):
 @pytest.mark.parametrize("fam,panels", [("F2", 3 * 2), ("F4", 9)])
 def test_phase_diagram_figures(full_store, fam, panels):
     store, cfg = full_store
-    figs = RENDERERS[fam](lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
+    figs = drawer(fam)(lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
     assert len(figs) == 2
     for f in figs:
         images = _finite_images(f.mpl)
@@ -337,10 +339,10 @@ def test_forward_pass_figures(full_store):
     store, cfg = full_store
     fp = cfg.fwd_pass
     read = store.files["fwd_pass"].__getitem__
-    f5 = RENDERERS["F5"](read, cfg, "fwd_pass")
+    f5 = drawer("F5")(read, cfg, "fwd_pass")
     assert len(f5) == len(fp.acts) * len(fp.optims) * 2 * len(fp.plot_ts) == 12
     assert f5[0].id == "F5_linear_sgd_avg_activity_l1_t0"
-    f6 = RENDERERS["F6"](read, cfg, "fwd_pass")
+    f6 = drawer("F6")(read, cfg, "fwd_pass")
     assert [f.id for f in f6] == [f"F6_{a}_{o}" for a in fp.acts for o in fp.optims]
     for f, ncol in [(f5[0], 1 + len(fp.slice_widths)), (f6[0], 1 + 2 * len(fp.slice_widths))]:
         axes = f.mpl.axes

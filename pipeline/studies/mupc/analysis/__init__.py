@@ -2,31 +2,18 @@
 
 train@<unit>        hessian_init (resumable, cell by cell), fwd_pass, theory_grid, theory_width
 extract@analysis_metrics  headline numbers -> reports/metrics/mupc_analysis_extract@analysis_metrics.json
-render@<family>     F1–F4 (hessian_init), F5–F6 (fwd_pass), F26 (theory_grid), F27 (theory_width)
+render@<family>     F1–F4 (hessian_init), F5–F6 (fwd_pass), F26 (theory_grid), F27 (theory_width): families.py
 """
 
 from collections.abc import Callable
 
 from pipeline.contract import Family, Study, Units
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
+from pipeline.studies.mupc.analysis.families import FAMILIES, FWD_GRID, HESSIAN_GRID
 
-# what the grids of the headline numbers (extract) and of the figures (render) are read from
-HESSIAN_GRID = ("hessian.families", "hessian.acts", "hessian.activity_decays", "hessian.seeds", "hessian.widths",
-                "hessian.depths")
-FWD_GRID = ("fwd_pass.acts", "fwd_pass.optims", "fwd_pass.variants", "fwd_pass.widths", "fwd_pass.depths")
 EXTRACT_KEYS = ("train_units", *HESSIAN_GRID, *FWD_GRID, "theory_grid.param_lrs", "theory_grid.widths",
                 "theory_grid.depths", "theory_width.acts", "theory_width.params", "theory_width.widths",
                 "theory_width.depth")
-F5_KEYS = (*FWD_GRID, "fwd_pass.plot_ts", "fwd_pass.slice_depth", "fwd_pass.slice_widths")
-RENDER_KEYS = {
-    **dict.fromkeys(("F1", "F2", "F3", "F4"), HESSIAN_GRID),
-    "F5": F5_KEYS,
-    "F6": (*F5_KEYS, "fwd_pass.checks"),
-    "F26": ("theory_grid.param_lrs", "theory_grid.color_max", "theory_grid.widths", "theory_grid.depths",
-            "theory_grid.plot_iters"),
-    "F27": ("theory_width.acts", "theory_width.params", "theory_width.widths", "theory_width.depth",
-            "theory_width.plot_widths"),
-}
 
 COST = "pipeline.studies.mupc.analysis.cost"
 
@@ -60,8 +47,9 @@ STUDY = Study(
         Family("extract", entry="pipeline.studies.mupc.analysis.extract", units=lambda cfg: ["analysis_metrics"],
                params=EXTRACT_KEYS, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", u) for u in cfg.train_units]),
-        Family("render", entry="pipeline.studies.mupc.analysis.figures", units=lambda cfg: list(cfg.render_units),
-               params=lambda cfg, unit: ("render_units.{unit}", *RENDER_KEYS[unit]),
-               reads=lambda cfg, unit: [("train", cfg.render_units[unit])]),
+        Family("render", entry="pipeline.studies.mupc.analysis.figures",  # families.py: what each figure draws
+               units=lambda cfg: [f for f, spec in FAMILIES.items() if spec.source in cfg.train_units],
+               params=lambda cfg, unit: FAMILIES[unit].keys,
+               reads=lambda cfg, unit: [("train", FAMILIES[unit].source)]),
     ),
 )

@@ -14,9 +14,6 @@ Init = Literal["standard", "standard_gauss", "one_over_N", "orthogonal"]
 TrainUnit = Literal["hessian_init", "fwd_pass", "theory_grid", "theory_width"]
 Variant = Literal["sp_no_skips", "sp_skips", "depth_mup_no_skips", "depth_mup_skips", "orthogonal"]
 
-# render unit (figure family) -> the train unit it reads
-RENDER_SOURCES = {"F1": "hessian_init", "F2": "hessian_init", "F3": "hessian_init", "F4": "hessian_init",
-                  "F5": "fwd_pass", "F6": "fwd_pass", "F26": "theory_grid", "F27": "theory_width"}
 
 
 def _unique(values: list, path: str) -> None:
@@ -143,7 +140,6 @@ class TheoryWidthParams:
 class MupcAnalysisParams:
     legacy_noskip_branch_scale: bool  # Q1: reproduce the reference's 1/√(N·L) for mupc/ntp without skips
     train_units: list[TrainUnit]
-    render_units: dict[str, str]  # figure family -> train unit it reads (fixed pairs, see RENDER_SOURCES)
     hessian: HessianParams
     fwd_pass: FwdPassParams
     theory_grid: TheoryGridParams
@@ -152,8 +148,3 @@ class MupcAnalysisParams:
 
     def check(self, path: str) -> None:
         _unique(self.train_units, f"{path}.train_units")
-        for fam, src in self.render_units.items():
-            check(fam in RENDER_SOURCES, f"{path}.render_units", fam, f"one of {sorted(RENDER_SOURCES)}")
-            check(src == RENDER_SOURCES[fam], f"{path}.render_units.{fam}", src, repr(RENDER_SOURCES[fam]))
-            check(src in self.train_units, f"{path}.render_units.{fam}", src,
-                  f"a unit of train_units {self.train_units}")

@@ -16,6 +16,7 @@ from matplotlib.colors import LogNorm
 from pipeline.contract import Context, Figure, Output
 from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
+from pipeline.studies.mupc.analysis.families import FAMILIES
 from pipeline.studies.mupc.analysis.layout import (
     FWD_METRICS,
     cell_dir,
@@ -99,6 +100,21 @@ def _grid_of(cells: dict, Ns: list[int], Hs: list[int], key: str) -> np.ndarray:
 # ----------------------------------------------------------------------------- F1–F4
 
 
+def _depth_width_hists(row: np.ndarray, read: Reader, c: dict[str, Any], hp: HessianParams, name: str,
+                       label: str) -> None:
+    """Two panels of the spectrum ``name``: across H at the widest N (Blues), across N at the deepest H (Reds)."""
+    Nmax, Hmax = max(hp.widths), max(hp.depths)
+    _hist_panel(row[0], {f"H={H}": _spectrum(read, c, Nmax, H, name) for H in hp.depths}, "Blues",
+                f"{label}, N={Nmax}")
+    _hist_panel(row[1], {f"N={N}": _spectrum(read, c, N, Hmax, name) for N in hp.widths}, "Reds",
+                f"{label}, H={Hmax}")
+
+
+def _group_figure(family: str, gk: str, fig: plt.Figure, src: str, caption: str, seed: str) -> Figure:
+    """One figure of a Hessian family for one configuration group (``<family>_<group>``)."""
+    return Figure(f"{family}_{gk}", caption, seed, mpl=fig, sources=[("train", src)], family=family)
+
+
 def render_f1(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     hp = cfg.hessian
     Nmax, Hmax = max(hp.widths), max(hp.depths)
@@ -106,15 +122,10 @@ def render_f1(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     for gk, configs in _hessian_groups(hp).items():
         fig, axes = plt.subplots(len(configs), 2, figsize=(10, 3.2 * len(configs)), squeeze=False, layout="constrained")
         for r, c in enumerate(configs):
-            across_h = {f"H={H}": _spectrum(read, c, Nmax, H, "num_hessian_eigenvals") for H in hp.depths}
-            across_n = {f"N={N}": _spectrum(read, c, N, Hmax, "num_hessian_eigenvals") for N in hp.widths}
-            _hist_panel(axes[r, 0], across_h, "Blues", f"{c['act']}: λ(H_z), N={Nmax}")
-            _hist_panel(axes[r, 1], across_n, "Reds", f"{c['act']}: λ(H_z), H={Hmax}")
+            _depth_width_hists(axes[r], read, c, hp, "num_hessian_eigenvals", f"{c['act']}: λ(H_z)")
         fig.suptitle(f"Activity Hessian at init — {gk}")
-        fid = f"F1_{gk}"
-        figs.append(Figure(fid, f"Eigenvalue histograms of H_z at init across H (N={Nmax}) and across N "
-                           f"(H={Hmax}); {gk}.", "H_num_eigenvals_N_128 / _H_128", mpl=fig,
-                           sources=[("train", src)], family="F1"))
+        figs.append(_group_figure("F1", gk, fig, src, f"Eigenvalue histograms of H_z at init across H (N={Nmax}) "
+                                  f"and across N (H={Hmax}); {gk}.", "H_num_eigenvals_N_128 / _H_128"))
     return figs
 
 
@@ -133,10 +144,8 @@ def render_f2(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
             _phase(axes[r, 2], _grid_of(cells, hp.widths, hp.depths, "kappa"), hp.widths, hp.depths,
                    f"{c['act']}: κ = |λmax|/|λmin|", log_k)
         fig.suptitle(f"H_z at init, extremes per (N, H) — {gk}")
-        fid = f"F2_{gk}"
-        figs.append(Figure(fid, f"Phase diagrams of λ_max, λ_min and κ of H_z at init; {gk}. Methods per number "
-                           "in the cell summaries.", "H_num_max_eigen / min / cond_num", mpl=fig,
-                           sources=[("train", src)], family="F2"))
+        figs.append(_group_figure("F2", gk, fig, src, f"Phase diagrams of λ_max, λ_min and κ of H_z at init; {gk}. "
+                                  "Methods per number in the cell summaries.", "H_num_max_eigen / min / cond_num"))
     return figs
 
 
@@ -146,21 +155,15 @@ def _linear_configs(hp: HessianParams) -> dict[str, dict[str, Any]]:
 
 def render_f3(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     hp = cfg.hessian
-    Nmax, Hmax = max(hp.widths), max(hp.depths)
     figs = []
     for gk, c in _linear_configs(hp).items():
         fig, axes = plt.subplots(3, 2, figsize=(10, 9.6), squeeze=False, layout="constrained")
         for r, (name, label) in enumerate((("theory_D_eigenvals", "D"), ("theory_O_eigenvals", "O"),
                                            ("theory_hessian_eigenvals", "H_theory"))):
-            across_h = {f"H={H}": _spectrum(read, c, Nmax, H, name) for H in hp.depths}
-            across_n = {f"N={N}": _spectrum(read, c, N, Hmax, name) for N in hp.widths}
-            _hist_panel(axes[r, 0], across_h, "Blues", f"λ({label}), N={Nmax}")
-            _hist_panel(axes[r, 1], across_n, "Reds", f"λ({label}), H={Hmax}")
+            _depth_width_hists(axes[r], read, c, hp, name, f"λ({label})")
         fig.suptitle(f"Linear theory Hessian H = D + O — {gk}")
-        fid = f"F3_{gk}"
-        figs.append(Figure(fid, f"Spectra of D (block diagonal), O (off-diagonal) and H_theory = D + O for linear "
-                           f"networks; {gk}.", "D_/O_/H_theory_eigenvals_{N,H}_128", mpl=fig,
-                           sources=[("train", src)], family="F3"))
+        figs.append(_group_figure("F3", gk, fig, src, "Spectra of D (block diagonal), O (off-diagonal) and H_theory "
+                                  f"= D + O for linear networks; {gk}.", "D_/O_/H_theory_eigenvals_{N,H}_128"))
     return figs
 
 
@@ -178,10 +181,8 @@ def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
             _phase(axes[r, 2], _grid_of(cells, hp.widths, hp.depths, f"{pre}_kappa"), hp.widths, hp.depths,
                    f"{pre}: κ", pre != "O")
         fig.suptitle(f"Linear theory extremes — {gk}")
-        fid = f"F4_{gk}"
-        figs.append(Figure(fid, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); {gk}.",
-                           "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num", mpl=fig, sources=[("train", src)],
-                           family="F4"))
+        figs.append(_group_figure("F4", gk, fig, src, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); {gk}.",
+                           "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
     return figs
 
 
@@ -333,11 +334,12 @@ def render_f27(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     return figs
 
 
-RENDERERS = {"F1": render_f1, "F2": render_f2, "F3": render_f3, "F4": render_f4, "F5": render_f5,
-             "F6": render_f6, "F26": render_f26, "F27": render_f27}
-
-
 def render(ctx: Context, unit: str) -> Output:
     cfg: MupcAnalysisParams = ctx.cfg
-    src = cfg.render_units[unit]
-    return Output(figures=RENDERERS[unit](lambda name: ctx.read("train", src, name), cfg, src))
+    fam = FAMILIES[unit]
+    return Output(figures=drawer(unit)(lambda name: ctx.read("train", fam.source, name), cfg, fam.source))
+
+
+def drawer(family: str) -> Callable[[Reader, MupcAnalysisParams, str], list[Figure]]:
+    """The function that draws ``family`` (its entry in families.py)."""
+    return globals()[FAMILIES[family].draw]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -176,6 +177,23 @@ def band(ax: plt.Axes, x: np.ndarray, mean: np.ndarray, std: np.ndarray, color: 
     ax.plot(x, mean, color=color, marker=marker, ms=3, ls=ls, lw=lw, label=label)
 
 
+def acc_curve(env: Env, sweep: str, ax: plt.Axes, runs: Sequence[RunConfig], clean: bool, color: Any, label: str,
+              fill: Callable | None = None, ref: RunConfig | None = None, **style: Any) -> np.ndarray:
+    """Test accuracy of ``runs`` on ``ax``, mean ± 1 std over seeds (the clean variant padded to the expected
+    length of ``ref``, by default the first run, whose schedule also places the points); returns the mean."""
+    ref = ref or runs[0]
+    n = expected_len(env, sweep, ref) if clean else None
+    m, s = stats(accs(env, sweep, runs, fill), n, env.chance)
+    band(ax, ag.acc_steps(len(m), ref.test_every), m, s, color, label, **style)
+    return m
+
+
+def act_columns(runs: Sequence[RunConfig], rows: int, **size: float) -> tuple[list[str], plt.Figure, np.ndarray]:
+    """A figure with one column per activation of ``runs`` (and ``rows`` rows), with those activations."""
+    acts = values(runs, "act")
+    return (acts, *grid_axes(rows, len(acts), **size))
+
+
 def grid_axes(nrows: int, ncols: int, w: float = 3.2, h: float = 2.5) -> tuple[plt.Figure, np.ndarray]:
     fig, axes = plt.subplots(nrows, ncols, figsize=(w * ncols, h * nrows), squeeze=False)
     return fig, axes
@@ -210,44 +228,69 @@ SP_NAMES = {"S1": ("GD", "sp_gd", ""), "S2": ("Adam", "sp_adam", ""), "S3": ("GD
             "S4": ("orthogonal", "sp_orth", "")}
 
 
+LrCell = tuple[str, list[RunConfig], list[tuple[float, list[RunConfig]]]]
+
+
+def per_dataset(env: Env, runs: list[RunConfig]) -> Iterator[tuple[bool, str, list[RunConfig]]]:
+    """(clean, dataset, its runs) for each variant drawn (plain, then clean) and each dataset of ``runs``: one
+    figure each."""
+    for clean in variants(env):
+        for ds in values(runs, "dataset"):
+            yield clean, ds, pick(runs, dataset=ds)
+
+
+def lr_grid(env: Env, sweep: str, dr: list[RunConfig], clean: bool, cell: Callable[[str, int], LrCell | None],
+            fill: Callable | None = None, legend: int = 7,
+            on_curve: Callable[[str, int, float, np.ndarray], None] | None = None) -> plt.Figure:
+    """One figure of test-accuracy curves per activity lr: rows = activations, columns = H. ``cell(act, H)``
+    gives a panel's title, its runs and their groups by activity lr (None: the panel is hidden); each curve
+    is the mean ± 1 std over seeds, and ``on_curve(act, H, lr, mean)`` sees it."""
+    acts, hs = values(dr, "act"), values(dr, "H")
+    fig, axes = grid_axes(len(acts), len(hs))
+    for i, act in enumerate(acts):
+        for j, H in enumerate(hs):
+            ax, got = axes[i, j], cell(act, H)
+            if got is None:
+                ax.set_visible(False)
+                continue
+            title, runs, by_lr = got
+            for (a_lr, lr_runs), col in zip(by_lr, colours("Oranges", len(by_lr))):
+                m = acc_curve(env, sweep, ax, lr_runs, clean, col, f"η={lr_label(a_lr)}", fill, ref=runs[0])
+                if on_curve is not None:
+                    on_curve(act, H, a_lr, m)
+            ax.set_title(title)
+            ax.set_xlabel("Training iteration")
+            ax.set_ylabel("Test accuracy (%)")
+            ax.legend(fontsize=legend)
+    return fig
+
+
+def sp_lr_cell(env: Env, sweep: str, ds: str, dr: list[RunConfig], clean: bool, act: str, H: int) -> LrCell | None:
+    """An SP lr-sweep panel: every lr pair of the cell (headline: the pick against the table's lr)."""
+    runs = pick(dr, act=act, H=H)
+    if not runs:
+        return None
+    groups = lr_groups(runs)
+    if not clean:
+        sweep_pick(env, sweep, ds, act, H, groups)
+    return f"{act}, H={H}", runs, [(a_lr, g) for (_, a_lr), g in groups.items()]
+
+
 def sp_lr_sweep(env: Env, sweep: str) -> list[Figure]:
     """Test accuracy per activity lr for every (act, H); one figure per dataset (F7, F9–F11)."""
     tag, name, skip_tag = SP_NAMES[sweep]
     runs = sweep_runs(env, sweep)
     figs = []
-    for clean in variants(env):
-        for ds in values(runs, "dataset"):
-            dr = pick(runs, dataset=ds)
-            acts, hs = values(dr, "act"), values(dr, "H")
-            fig, axes = grid_axes(len(acts), len(hs))
-            for i, act in enumerate(acts):
-                for j, H in enumerate(hs):
-                    ax = axes[i, j]
-                    cell = pick(dr, act=act, H=H)
-                    if not cell:
-                        ax.set_visible(False)
-                        continue
-                    groups = lr_groups(cell)
-                    cols = colours("Oranges", len(groups))
-                    for (p_lr, a_lr), col in zip(groups, cols):
-                        series = accs(env, sweep, groups[(p_lr, a_lr)])
-                        n = expected_len(env, sweep, cell[0]) if clean else None
-                        m, s = stats(series, n, env.chance)
-                        band(ax, ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(a_lr)}")
-                    if not clean:
-                        sweep_pick(env, sweep, ds, act, H, groups)
-                    ax.set_title(f"{act}, H={H}")
-                    ax.set_xlabel("Training iteration")
-                    ax.set_ylabel("Test accuracy (%)")
-                    ax.legend(fontsize=7)
-            fig.suptitle(f"{DS_NAME[ds]}: SP PC ({name}), test accuracy per activity lr"
-                         + (" (clean)" if clean else ""))
-            hdr = "_n_hidden_skips" if skip_tag else "_n_hidden"
-            seed = f"pcn_results/{DS_NAME[ds]}/test_accs_{tag}_{{act}}_{{H}}{hdr}.pdf"
-            figs.append(finish(env, fig, f"{env.family}_{name}_lr_sweep_{ds}{suffix(clean)}",
-                               f"{DS_NAME[ds]}, N={cell_width(dr)}, SP PC ({name}): test accuracy (mean ± 1 "
-                               f"std over seeds) per activity lr, rows = activation, columns = H.",
-                               seed, [sweep], clean))
+    for clean, ds, dr in per_dataset(env, runs):
+        fig = lr_grid(env, sweep, dr, clean, partial(sp_lr_cell, env, sweep, ds, dr, clean))
+        fig.suptitle(f"{DS_NAME[ds]}: SP PC ({name}), test accuracy per activity lr"
+                     + (" (clean)" if clean else ""))
+        hdr = "_n_hidden_skips" if skip_tag else "_n_hidden"
+        seed = f"pcn_results/{DS_NAME[ds]}/test_accs_{tag}_{{act}}_{{H}}{hdr}.pdf"
+        figs.append(finish(env, fig, f"{env.family}_{name}_lr_sweep_{ds}{suffix(clean)}",
+                           f"{DS_NAME[ds]}, N={cell_width(dr)}, SP PC ({name}): test accuracy (mean ± 1 "
+                           f"std over seeds) per activity lr, rows = activation, columns = H.",
+                           seed, [sweep], clean))
     return figs
 
 
@@ -284,51 +327,44 @@ def sp_best(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     best_final = env.headline.setdefault("best_final_acc", {})
-    for clean in variants(env):
-        for ds in values(runs, "dataset"):
-            dr = pick(runs, dataset=ds)
-            acts = values(dr, "act")
-            fig, axes = grid_axes(2, len(acts))
-            for j, act in enumerate(acts):
-                ar = pick(dr, act=act)
-                hs = values(ar, "H")
-                bl, vi = colours("Blues", len(hs)), viridis(len(hs))
-                for k, H in enumerate(hs):
-                    cell = pick(ar, H=H)
-                    p_lr, a_lr = choose(env, sweep, [cell], sp_table(env, sweep, ds, act, H, cell[0].param_lr),
-                                        f"{ds}/{act}/H={H}")
-                    chosen = by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
-                    series = accs(env, sweep, chosen)
-                    n = expected_len(env, sweep, chosen[0]) if clean else None
-                    m, s = stats(series, n, env.chance)
-                    band(axes[0, j], ag.acc_steps(len(m), chosen[0].test_every), m, s, bl[k],
-                         f"H={H} (η={lr_label(a_lr)})")
+    for clean, ds, dr in per_dataset(env, runs):
+        acts, fig, axes = act_columns(dr, 2)
+        for j, act in enumerate(acts):
+            ar = pick(dr, act=act)
+            hs = values(ar, "H")
+            bl, vi = colours("Blues", len(hs)), viridis(len(hs))
+            for k, H in enumerate(hs):
+                cell = pick(ar, H=H)
+                p_lr, a_lr = choose(env, sweep, [cell], sp_table(env, sweep, ds, act, H, cell[0].param_lr),
+                                    f"{ds}/{act}/H={H}")
+                chosen = by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
+                m = acc_curve(env, sweep, axes[0, j], chosen, clean, bl[k], f"H={H} (η={lr_label(a_lr)})")
+                if not clean:
+                    best_final[f"{ds}/{act}/H={H}"] = float(m[-1]) if len(m) else None
+                kap = kappa_series(env, sweep, chosen, clean)
+                if kap is not None:
+                    km, ks = kap
                     if not clean:
-                        best_final[f"{ds}/{act}/H={H}"] = float(m[-1]) if len(m) else None
-                    kap = kappa_series(env, sweep, chosen, clean)
-                    if kap is not None:
-                        km, ks = kap
-                        if not clean:
-                            kappa_ends(env, f"{ds}/{act}/H={H}", km)
-                        band(axes[1, j], ag.cond_steps(len(km), chosen[0].test_every), km, ks, vi[k], f"H={H}")
-                axes[0, j].set_title(act)
-                axes[0, j].set_ylabel("Test accuracy (%)")
-                axes[1, j].set_ylabel("κ(H_z)")
-                axes[1, j].set_yscale("log")
-                for ax in axes[:, j]:
-                    ax.set_xlabel("Training iteration")
-                    ax.legend(fontsize=7)
-            fig.suptitle(f"{DS_NAME[ds]}: SP PC ({name}) at the best activity lr per H"
-                         + (" (clean)" if clean else ""))
-            skipped = "_skips" if skip_tag else ""
-            seed = (f"pcn_results/{DS_NAME[ds]}/best_test_accs_{tag}{skipped}_{{act}}.pdf, "
-                    f"best_cond_nums_{tag}{skipped}_{{act}}.pdf")
-            figs.append(finish(env, fig, f"{env.family}_{name}_best_{ds}{suffix(clean)}",
-                               f"{DS_NAME[ds]}, SP PC ({name}), best activity lr per (act, H) "
-                               f"(selection: {env.cfg.selection}): top, test accuracy; bottom, condition "
-                               f"number of the activity Hessian during training (row t at iteration "
-                               f"t·test_every; unreached rows are NaN as in the notebook). Mean ± 1 std.",
-                               seed, [sweep], clean))
+                        kappa_ends(env, f"{ds}/{act}/H={H}", km)
+                    band(axes[1, j], ag.cond_steps(len(km), chosen[0].test_every), km, ks, vi[k], f"H={H}")
+            axes[0, j].set_title(act)
+            axes[0, j].set_ylabel("Test accuracy (%)")
+            axes[1, j].set_ylabel("κ(H_z)")
+            axes[1, j].set_yscale("log")
+            for ax in axes[:, j]:
+                ax.set_xlabel("Training iteration")
+                ax.legend(fontsize=7)
+        fig.suptitle(f"{DS_NAME[ds]}: SP PC ({name}) at the best activity lr per H"
+                     + (" (clean)" if clean else ""))
+        skipped = "_skips" if skip_tag else ""
+        seed = (f"pcn_results/{DS_NAME[ds]}/best_test_accs_{tag}{skipped}_{{act}}.pdf, "
+                f"best_cond_nums_{tag}{skipped}_{{act}}.pdf")
+        figs.append(finish(env, fig, f"{env.family}_{name}_best_{ds}{suffix(clean)}",
+                           f"{DS_NAME[ds]}, SP PC ({name}), best activity lr per (act, H) "
+                           f"(selection: {env.cfg.selection}): top, test accuracy; bottom, condition "
+                           f"number of the activity Hessian during training (row t at iteration "
+                           f"t·test_every; unreached rows are NaN as in the notebook). Mean ± 1 std.",
+                           seed, [sweep], clean))
     return figs
 
 
@@ -379,40 +415,34 @@ def mupc_choice(env: Env, sweep: str, runs: list[RunConfig], act: str, over: str
     return choose(env, sweep, cells, table, f"{sweep}/{ds}/{act} (all {over})")
 
 
+def mupc_lr_cell(dr: list[RunConfig], p_lrs: dict[str, float], act: str, H: int) -> LrCell:
+    """A μPC lr-sweep panel: every activity lr at the activation's selected param lr."""
+    runs = pick(dr, act=act, H=H, param_lr=p_lrs[act])
+    by_lr = [(a_lr, pick(runs, act_lr=a_lr)) for a_lr in values(runs, "act_lr", descending=True)]
+    return f"{act}, H={H}, param lr {lr_label(p_lrs[act])}", runs, by_lr
+
+
+def band_final(env: Env, ds: str, act: str, H: int, a_lr: float, m: np.ndarray) -> None:
+    """F13's band: the final mean accuracy of every activity lr."""
+    env.headline.setdefault("final_acc_per_act_lr", {}).setdefault(
+        f"{ds}/{act}/H={H}", {})[decimal(a_lr)] = float(m[-1]) if len(m) else None
+
+
 def mupc_lr_sweep(env: Env, sweep: str) -> list[Figure]:
     """F13: test accuracy per activity lr at the best param lr, per (act, H); empty → [chance]."""
     runs = sweep_runs(env, sweep)
     figs = []
-    for clean in variants(env):
-        for ds in values(runs, "dataset"):
-            dr = pick(runs, dataset=ds)
-            acts, hs = values(dr, "act"), values(dr, "H")
-            fig, axes = grid_axes(len(acts), len(hs))
-            for i, act in enumerate(acts):
-                p_lr, _ = mupc_choice(env, sweep, dr, act, "H")
-                for j, H in enumerate(hs):
-                    ax = axes[i, j]
-                    cell = pick(dr, act=act, H=H, param_lr=p_lr)
-                    a_lrs = values(cell, "act_lr", descending=True)
-                    for a_lr, col in zip(a_lrs, colours("Oranges", len(a_lrs))):
-                        series = accs(env, sweep, pick(cell, act_lr=a_lr), ag.fill_empty)
-                        n = expected_len(env, sweep, cell[0]) if clean else None
-                        m, s = stats(series, n, env.chance)
-                        band(ax, ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(a_lr)}")
-                        if not clean:  # F13's band: the final mean accuracy of every activity lr
-                            env.headline.setdefault("final_acc_per_act_lr", {}).setdefault(
-                                f"{ds}/{act}/H={H}", {})[decimal(a_lr)] = float(m[-1]) if len(m) else None
-                    ax.set_title(f"{act}, H={H}, param lr {lr_label(p_lr)}")
-                    ax.set_xlabel("Training iteration")
-                    ax.set_ylabel("Test accuracy (%)")
-                    ax.legend(fontsize=6)
-            fig.suptitle(f"{DS_NAME[ds]}: μPC, test accuracy per activity lr" + (" (clean)" if clean else ""))
-            figs.append(finish(env, fig, f"F13_mupc_lr_sweep_{ds}{suffix(clean)}",
-                               f"{DS_NAME[ds]}, μPC, N={cell_width(dr)}: test accuracy per activity lr at "
-                               "the selected param lr (a seed with no evaluation counts as [10 %], which "
-                               "shortens its lr's curve to one point, as in the notebook).",
-                               f"pcn_results/{DS_NAME[ds]}/test_accs_muPC_{{act}}_{{H}}_n_hidden.pdf",
-                               [sweep], clean))
+    for clean, ds, dr in per_dataset(env, runs):
+        p_lrs = {act: mupc_choice(env, sweep, dr, act, "H")[0] for act in values(dr, "act")}
+        fig = lr_grid(env, sweep, dr, clean, partial(mupc_lr_cell, dr, p_lrs), ag.fill_empty, legend=6,
+                      on_curve=None if clean else partial(band_final, env, ds))
+        fig.suptitle(f"{DS_NAME[ds]}: μPC, test accuracy per activity lr" + (" (clean)" if clean else ""))
+        figs.append(finish(env, fig, f"F13_mupc_lr_sweep_{ds}{suffix(clean)}",
+                           f"{DS_NAME[ds]}, μPC, N={cell_width(dr)}: test accuracy per activity lr at "
+                           "the selected param lr (a seed with no evaluation counts as [10 %], which "
+                           "shortens its lr's curve to one point, as in the notebook).",
+                           f"pcn_results/{DS_NAME[ds]}/test_accs_muPC_{{act}}_{{H}}_n_hidden.pdf",
+                           [sweep], clean))
     return figs
 
 
@@ -422,34 +452,28 @@ def mupc_best(env: Env, sweep: str, over: str) -> list[Figure]:
     cmap, sym, word = ("Reds", "N", "width") if over == "N" else ("Blues", "H", "depth")
     figs = []
     best_final = env.headline.setdefault("best_final_acc", {})
-    for clean in variants(env):
-        for ds in values(runs, "dataset"):
-            dr = pick(runs, dataset=ds)
-            acts = values(dr, "act")
-            fig, axes = grid_axes(1, len(acts))
-            for j, act in enumerate(acts):
-                p_lr, a_lr = mupc_choice(env, sweep, dr, act, over)
-                ivs = values(pick(dr, act=act), over)
-                for v, col in zip(ivs, colours(cmap, len(ivs))):
-                    chosen = pick(dr, act=act, param_lr=p_lr, act_lr=a_lr, **{over: v})
-                    series = accs(env, sweep, chosen)
-                    n = expected_len(env, sweep, chosen[0]) if clean else None
-                    m, s = stats(series, n, env.chance)
-                    band(axes[0, j], ag.acc_steps(len(m), chosen[0].test_every), m, s, col, f"{sym}={v}")
-                    if not clean:
-                        best_final[f"{ds}/{act}/{sym}={v}"] = float(m[-1]) if len(m) else None
-                axes[0, j].set_title(f"{act} (param lr {lr_label(p_lr)}, act lr {lr_label(a_lr)})")
-                axes[0, j].set_xlabel("Training iteration")
-                axes[0, j].set_ylabel("Test accuracy (%)")
-                axes[0, j].legend(fontsize=7)
-            fig.suptitle(f"{DS_NAME[ds]}: μPC at the best lrs across {word}" + (" (clean)" if clean else ""))
-            fid = f"{env.family}_mupc_best_{word}_{ds}{suffix(clean)}"
-            figs.append(finish(env, fig, fid,
-                               f"{DS_NAME[ds]}, μPC ResNets, best (param lr, act lr) per activation "
-                               f"(selection: {env.cfg.selection}), test accuracy across {word}, "
-                               "mean ± 1 std over seeds.",
-                               f"pcn_results/{DS_NAME[ds]}/best_test_accs_{word}_muP_{{act}}.pdf",
-                               [sweep], clean))
+    for clean, ds, dr in per_dataset(env, runs):
+        acts, fig, axes = act_columns(dr, 1)
+        for j, act in enumerate(acts):
+            p_lr, a_lr = mupc_choice(env, sweep, dr, act, over)
+            ivs = values(pick(dr, act=act), over)
+            for v, col in zip(ivs, colours(cmap, len(ivs))):
+                chosen = pick(dr, act=act, param_lr=p_lr, act_lr=a_lr, **{over: v})
+                m = acc_curve(env, sweep, axes[0, j], chosen, clean, col, f"{sym}={v}")
+                if not clean:
+                    best_final[f"{ds}/{act}/{sym}={v}"] = float(m[-1]) if len(m) else None
+            axes[0, j].set_title(f"{act} (param lr {lr_label(p_lr)}, act lr {lr_label(a_lr)})")
+            axes[0, j].set_xlabel("Training iteration")
+            axes[0, j].set_ylabel("Test accuracy (%)")
+            axes[0, j].legend(fontsize=7)
+        fig.suptitle(f"{DS_NAME[ds]}: μPC at the best lrs across {word}" + (" (clean)" if clean else ""))
+        fid = f"{env.family}_mupc_best_{word}_{ds}{suffix(clean)}"
+        figs.append(finish(env, fig, fid,
+                           f"{DS_NAME[ds]}, μPC ResNets, best (param lr, act lr) per activation "
+                           f"(selection: {env.cfg.selection}), test accuracy across {word}, "
+                           "mean ± 1 std over seeds.",
+                           f"pcn_results/{DS_NAME[ds]}/best_test_accs_{word}_muP_{{act}}.pdf",
+                           [sweep], clean))
     return figs
 
 
@@ -457,36 +481,33 @@ def mupc_cond(env: Env, sweep: str) -> list[Figure]:
     """F12: κ(H_z) during μPC training across H per act (Viridis)."""
     runs = sweep_runs(env, sweep)
     figs = []
-    for clean in variants(env):
-        for ds in values(runs, "dataset"):
-            dr = pick(runs, dataset=ds)
-            acts = values(dr, "act")
-            fig, axes = grid_axes(1, len(acts))
-            for j, act in enumerate(acts):
-                ar = pick(dr, act=act)
-                hs = values(ar, "H")
-                for H, col in zip(hs, viridis(len(hs))):
-                    cell = pick(ar, H=H)
-                    b = env.cfg.best_lrs.mupc
-                    p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
-                    kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
-                    if kap is None:
-                        raise RenderError(f"{env.family}: {sweep} runs of {ds}/{act}/H={H} hold no Hessian record")
-                    if not clean:
-                        kappa_ends(env, f"{ds}/{act}/H={H}", kap[0])
-                    band(axes[0, j], ag.cond_steps(len(kap[0]), cell[0].test_every), *kap, col, f"H={H}")
-                axes[0, j].set_title(act)
-                axes[0, j].set_yscale("log")
-                axes[0, j].set_xlabel("Training iteration")
-                axes[0, j].set_ylabel("κ(H_z)")
-                axes[0, j].legend(fontsize=7)
-            fig.suptitle(f"{DS_NAME[ds]}: μPC, condition number of the activity Hessian"
-                         + (" (clean)" if clean else ""))
-            figs.append(finish(env, fig, f"F12_mupc_cond_{ds}{suffix(clean)}",
-                               f"{DS_NAME[ds]}, μPC, κ(H_z) = |λmax|/|λmin| during training across H, "
-                               "mean ± 1 std over seeds; rows past an early stop are NaN (notebook); the "
-                               "clean variant averages the reached rows only.",
-                               f"pcn_results/{DS_NAME[ds]}/best_cond_nums_mupc_{{act}}.pdf", [sweep], clean))
+    for clean, ds, dr in per_dataset(env, runs):
+        acts, fig, axes = act_columns(dr, 1)
+        for j, act in enumerate(acts):
+            ar = pick(dr, act=act)
+            hs = values(ar, "H")
+            for H, col in zip(hs, viridis(len(hs))):
+                cell = pick(ar, H=H)
+                b = env.cfg.best_lrs.mupc
+                p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
+                kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
+                if kap is None:
+                    raise RenderError(f"{env.family}: {sweep} runs of {ds}/{act}/H={H} hold no Hessian record")
+                if not clean:
+                    kappa_ends(env, f"{ds}/{act}/H={H}", kap[0])
+                band(axes[0, j], ag.cond_steps(len(kap[0]), cell[0].test_every), *kap, col, f"H={H}")
+            axes[0, j].set_title(act)
+            axes[0, j].set_yscale("log")
+            axes[0, j].set_xlabel("Training iteration")
+            axes[0, j].set_ylabel("κ(H_z)")
+            axes[0, j].legend(fontsize=7)
+        fig.suptitle(f"{DS_NAME[ds]}: μPC, condition number of the activity Hessian"
+                     + (" (clean)" if clean else ""))
+        figs.append(finish(env, fig, f"F12_mupc_cond_{ds}{suffix(clean)}",
+                           f"{DS_NAME[ds]}, μPC, κ(H_z) = |λmax|/|λmin| during training across H, "
+                           "mean ± 1 std over seeds; rows past an early stop are NaN (notebook); the "
+                           "clean variant averages the reached rows only.",
+                           f"pcn_results/{DS_NAME[ds]}/best_cond_nums_mupc_{{act}}.pdf", [sweep], clean))
     return figs
 
 
@@ -500,11 +521,8 @@ def mupc_long(env: Env, sweep: str, fill_empty: bool, seed_file: str) -> list[Fi
         ds = runs[0].dataset
         p_lr, a_lr = choose(env, sweep, [runs], None, f"{sweep}/{ds}")
         chosen = pick(runs, param_lr=p_lr, act_lr=a_lr)
-        series = accs(env, sweep, chosen, fill)
-        n = expected_len(env, sweep, chosen[0]) if clean else None
-        m, s = stats(series, n, env.chance)
         fig, ax = plt.subplots(figsize=(4.2, 3.0))
-        band(ax, ag.acc_steps(len(m), chosen[0].test_every), m, s, "#636EFA", "μPC", marker=None)
+        m = acc_curve(env, sweep, ax, chosen, clean, "#636EFA", "μPC", fill, marker=None)
         ax.set_xlabel("Training iteration")
         ax.set_ylabel("Test accuracy (%)")
         rc = chosen[0]
@@ -566,8 +584,7 @@ def sp_baseline(env: Env, sweep: str) -> list[Figure]:
     figs = []
     means = env.headline.setdefault("final_acc", {})
     for clean in variants(env):
-        acts = values(runs, "act")
-        fig, axes = grid_axes(1, len(acts))
+        acts, fig, axes = act_columns(runs, 1)
         for j, act in enumerate(acts):
             ar = pick(runs, act=act)
             hs = sorted(set(values(ar, "H")) | set(env.cfg.chance_cells.get(act, [])))
@@ -615,8 +632,7 @@ def mupc_vs_pc(env: Env, mupc: str, pc: str, bp: str) -> list[Figure]:
     figs = []
     head = env.headline.setdefault("final_acc", {})
     for clean in variants(env):
-        acts = values(mu_runs, "act")
-        fig, axes = grid_axes(1, len(acts), w=4.0, h=3.0)
+        acts, fig, axes = act_columns(mu_runs, 1, w=4.0, h=3.0)
         for j, act in enumerate(acts):
             ax = axes[0, j]
             ds = mu_runs[0].dataset
@@ -723,20 +739,17 @@ def bp_sweep(env: Env, sweep: str) -> list[Figure]:
     for clean in variants(env):
         for ds, epochs in sorted({(rc.dataset, rc.epochs) for rc in runs}):
             vr = pick(runs, dataset=ds, epochs=epochs)
-            acts = values(vr, "act")
-            fig, axes = grid_axes(1, len(acts))
+            acts, fig, axes = act_columns(vr, 1)
             for j, act in enumerate(acts):
                 cell = pick(vr, act=act)
                 lrs = values(cell, "param_lr", descending=True)
                 for lr, col in zip(lrs, colours("Oranges", len(lrs))):
-                    series = accs(env, sweep, pick(cell, param_lr=lr), ag.fill_bp_short)
-                    n = expected_len(env, sweep, cell[0]) if clean else None
-                    m, s = stats(series, n, env.chance)
+                    m = acc_curve(env, sweep, axes[0, j], pick(cell, param_lr=lr), clean, col, f"η={lr_label(lr)}",
+                                  ag.fill_bp_short, ref=cell[0])
                     if not clean and len(m):
                         best = env.headline.setdefault("best_final_acc", {})
                         key = f"{ds}/{epochs}ep/{act}/H={cell_h(cell)}"
                         best[key] = max(best.get(key, -np.inf), float(m[-1]))
-                    band(axes[0, j], ag.acc_steps(len(m), cell[0].test_every), m, s, col, f"η={lr_label(lr)}")
                 axes[0, j].set_title(f"{act}, H={cell_h(cell)}")
                 axes[0, j].set_xlabel("Training iteration")
                 axes[0, j].set_ylabel("Test accuracy (%)")

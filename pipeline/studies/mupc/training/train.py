@@ -170,8 +170,10 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     base = {**settings, "device": str(device), "git_commit": ctx.provenance["git_commit"],
             "data_sha256": ctx.provenance["data_sha256"], "profile": ctx.profile}
     _DATA.clear()  # a stage loads its data afresh (Ray workers keep theirs for the groups they train)
+    # only a sweep that monitors H_z reads (and declares) the dense crossover; the others never use it
+    dense_max_n = cfg.hessian_dense_max_n if cfg.sweeps[unit].metrics == "hessian" else 0
     tasks = [GroupTask(tuple(group), cfg.data.n_train, cfg.data.n_test, str(device), dtype,
-                       cfg.hessian_dense_max_n, cfg.threads, prec, cfg.cuda_graphs) for group in groups]
+                       dense_max_n, cfg.threads, prec, cfg.cuda_graphs) for group in groups]
     trained: list[str] = []
     graphs_off: set[str] = set()  # why groups trained without CUDA graphs: each reason said once
     # each stacked group is one task: in this process, or a Ray task (TRAINSCAPE_EXECUTOR=ray)

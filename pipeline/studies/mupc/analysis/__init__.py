@@ -11,9 +11,10 @@ from pipeline.contract import Family, Study, Units
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 from pipeline.studies.mupc.analysis.families import FAMILIES, FWD_GRID, HESSIAN_GRID
 
-EXTRACT_KEYS = ("train_units", *HESSIAN_GRID, *FWD_GRID, "theory_grid.param_lrs", "theory_grid.widths",
-                "theory_grid.depths", "theory_width.acts", "theory_width.params", "theory_width.widths",
-                "theory_width.depth")
+EXTRACT_KEYS = ("train_units", *HESSIAN_GRID, *FWD_GRID, "fwd_pass.lr", "fwd_pass.seed",  # its runs table names them
+                "theory_grid.param_lrs", "theory_grid.widths", "theory_grid.depths", "theory_grid.iters",
+                "theory_grid.seed", "theory_width.acts", "theory_width.params", "theory_width.widths",
+                "theory_width.depth", "theory_width.param_lr", "theory_width.iters", "theory_width.seed")
 
 COST = "pipeline.studies.mupc.analysis.cost"
 

@@ -3,7 +3,7 @@
 H_z of one sample (batch of one, no 1/B) over the hidden activities, float64 on the runs' device, for
 every stacked run in one batched computation. Up to ``dense_max_n`` = N·H all runs are diagonalised
 densely in one batched ``eigvalsh``; above it the extremes come from Krylov methods on H_z's factored
-form, batched over the runs, in torch (no host synchronisation until the one final transfer):
+form, batched over the runs, in torch:
 
     H_z = AᵀA + Δ,   A = [A_h; V],   Δ = diag(c_z − φ''(z) ⊙ a W ε)
 
@@ -13,25 +13,34 @@ activity decay). This is the block formula of :func:`pipeline.studies.mupc.hessi
 written as residual Jacobians, so the N×N blocks (and their N³ products) are never formed:
 
 * **mat-vec** H_z v = Aᵀ(A v) + Δ v: two batched products with the hidden weights (2·N²·(H−1) per run);
-* **λmax**: Lanczos with full reorthogonalisation (``LANCZOS_STEPS`` steps, fixed);
+* **λmax**: Lanczos (three-term recurrence, no reorthogonalisation; ``STARTS`` starts that must agree;
+  ``LANCZOS_STEPS``);
 * **λmin** where φ'' ≡ 0 (linear, ReLU): H_z = AᵀA + c_z I, so λmin = c_z + 1 / λmax((AᵀA)⁻¹) by
   shift-invert Lanczos; (AᵀA)⁻¹ is exact and cheap: A_h⁻¹ and A_h⁻ᵀ are block substitutions with the
-  J_ℓ (O(N²H) each) and V adds a rank-d_y Woodbury correction (``SHIFT_INVERT_STEPS`` steps);
+  J_ℓ (O(N²H) each) and V adds a rank-d_y Woodbury correction (``SHIFT_INVERT_STEPS``);
 * **λmin** for tanh (Δ varies, H_z may be indefinite): LOBPCG on H_z preconditioned with (AᵀA)⁻¹
-  (``LOBPCG_STEPS`` steps): exact where the curvature term vanishes, and a Rayleigh–Ritz minimum over
+  (``LOBPCG_STEPS``): exact where the curvature term vanishes, and a Rayleigh–Ritz minimum over
   a subspace, hence an upper bound of λmin that converges to it, elsewhere.
 
-Every step count is fixed (no data-dependent stopping, so no host synchronisation); each extreme
-carries an error estimate (its move over the last ``HISTORY`` steps: the iterations converge
-monotonically), and a run whose estimate exceeds ``TOL`` is redone by the previous route on the
-CPU (dense up to n = 4,096, else SciPy Lanczos and a banded-Cholesky shift-invert; the method string
-then says so). The Krylov start vectors are drawn on the CPU from a fixed seed,
-so CPU and CUDA runs agree to round-off.
+Each iteration is checked every ``CHECK`` steps from its minimum on: an extreme's error estimate is its move
+over the last ``HISTORY`` steps plus the geometric tail that move implies (the iterations converge
+monotonically; for Lanczos also the spread of its starts), and each run keeps its value at the first check
+where the estimate is at most ``TOL`` = 1e-6 (the goal against dense), so its number does not depend on its
+stack-mates; the iteration ends when every run is settled (one host synchronisation per check on CUDA). A run
+still above ``TOL`` at the maximum is redone by the previous route on the CPU (dense up to n = 4,096, else
+SciPy Lanczos and a banded-Cholesky shift-invert; the method string then says so). The Krylov start vectors
+are drawn on the CPU from a fixed seed, so a rerun gives the same numbers and CPU and CUDA runs agree to the
+tolerance.
+
+The cost is memory-bound: every step reads the hidden weights twice (N²·(H−1) float64 per run per read) at
+the core's streaming bandwidth, and λmax needs 85–210 steps (the training README and
+``benchmarks/hessian_monitor.py`` have the timings and what else was tried).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -40,19 +49,30 @@ from pipeline.studies.mupc.hessian import Blocks, hessian_blocks, to_dense
 from pipeline.studies.mupc.hessian import extremes as scipy_extremes
 from pipeline.studies.mupc.model import NetSpec, Weights, ddphi, dphi, multipliers
 
-# Fixed step counts, measured against dense eigvalsh on μPC nets (linear/tanh/ReLU, feed-forward and
-# perturbed activities, 3 seeds): at N = 512, H = 16, 120 Lanczos steps left λmax up to 1.2e-6 off (the top
-# of the spectrum is clustered), 200 keep it within 1e-10 at H = 8 and 1.6e-11 at H = 16 (against the old
-# route); 50 shift-invert steps and 60 LOBPCG steps keep λmin within 1e-10. A run whose estimate says
-# otherwise is redone by the previous route.
-LANCZOS_STEPS = 200
-SHIFT_INVERT_STEPS = 50
-LOBPCG_STEPS = 60
-HISTORY = 10  # the error estimate: how far an extreme moved over the last HISTORY steps (relative)
-TOL = 1e-7  # error estimate above which a run is redone (the goal is 1e-6 against dense)
-# Batched eigvalsh is cheaper than the Krylov route only for small n: at n = 2,048 (N = 128, H = 16, one
-# loaded core) the Krylov route took 0.15–0.2 s per run and dense 0.9–1.3 s. The monitor's default;
-# the trainer passes ``hessian_dense_max_n`` from the params.
+
+class Steps(NamedTuple):
+    """Step bounds of one Krylov iteration: no convergence check before ``min``, none after ``max``."""
+
+    min: int
+    max: int
+
+
+# Step counts (measured against dense eigvalsh and the old route on μPC nets, N = 512, linear/tanh/ReLU, 3 seeds;
+# `benchmarks/hessian_monitor.py`). Each Krylov iteration stops per run at the first check (every ``CHECK``
+# steps, not before ``min``) whose error estimate is at most ``TOL``; a run that reaches ``max`` without it is
+# redone by the previous route. λmax needs ≈ 85 Lanczos steps for 1e-6 at H = 8 and ≈ 140 at H = 32 (the top
+# of H_z's spectrum is clustered); shift-invert reaches 1e-6 in 25–40 steps, LOBPCG in 30–40, but the linear
+# nets' shift-invert sits on a plateau (1e-2 off) up to step 25–30, hence its minimum of 40.
+LANCZOS_STEPS = Steps(60, 300)
+SHIFT_INVERT_STEPS = Steps(40, 120)
+LOBPCG_STEPS = Steps(30, 120)
+STARTS = 2  # independent Lanczos starts per run, which must agree (see :func:`lanczos`)
+CHECK = 5  # steps between convergence checks (one host synchronisation each on CUDA)
+HISTORY = 10  # the error estimate compares an extreme with its values HISTORY and 2·HISTORY steps earlier
+TOL = 1e-6  # error estimate (relative) at which an extreme is accepted: the goal against dense
+# Batched eigvalsh is cheaper than the Krylov route only for small n: at n = 2,048 (N = 128, H = 16, one loaded
+# core) dense took 2.1–2.8 s per run and the Krylov route 0.16–0.56 s; at n = 4,096 (N = 512, H = 8) dense 4 s
+# and more. The monitor's default and the params' ``hessian_dense_max_n``.
 DENSE_CROSSOVER_N = 1024
 FALLBACK_DENSE_MAX_N = 4096  # a run redone: dense up to here, else SciPy Lanczos + banded Cholesky (CPU)
 _SEED = 20_240_611
@@ -166,55 +186,136 @@ def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a * b).sum(dim=(1, 3), keepdim=True)
 
 
-def lanczos(op, v0: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Batched Lanczos with full reorthogonalisation (classical Gram–Schmidt, twice) from v0 [R, H, 1, N].
+def _estimate(now: torch.Tensor, before: torch.Tensor, earlier: torch.Tensor) -> torch.Tensor:
+    """Relative error estimate of an extreme converging monotonically, from its values now, ``HISTORY`` and
+    2·``HISTORY`` steps earlier: the last move d₁ over 1 − ρ with ρ = d₁/d₂ the ratio of the last two moves
+    (clamped to 0.9), i.e. the geometric tail left after the last move, plus that move."""
+    d1, d2 = (now - before).abs(), (before - earlier).abs()
+    rho = torch.where(d2 > 0, d1 / d2, (d1 > 0).to(d1.dtype)).clamp(max=0.9)
+    return d1 / (1 - rho) / now.abs()
 
-    Returns the Ritz values [R, steps] and those ``HISTORY`` steps earlier [R, steps − HISTORY] (ascending).
-    The extreme Ritz values move monotonically towards the extreme eigenvalues and, once converging,
-    geometrically, so their last move bounds what is left (the residual bound ‖op y − θ y‖ does not
-    help here: the edges of H_z's spectrum are clustered, so it stays far above the eigenvalue's error)."""
-    R, H, _, N = v0.shape
-    q = torch.empty(steps + 1, R, H * N, dtype=v0.dtype, device=v0.device)
-    q[0] = v0.reshape(R, -1)
-    alpha = torch.empty(R, steps, dtype=v0.dtype, device=v0.device)
-    beta = torch.empty(R, steps, dtype=v0.dtype, device=v0.device)
+
+class _Checks:
+    """Per-run acceptance of an extreme: each run keeps its value at the first check whose estimate is at most
+    ``TOL`` (so a run's number does not depend on how long its stack-mates iterate). A non-finite run is
+    settled with its NaN at once; runs still open at the last check keep their last value and estimate."""
+
+    def __init__(self, like: torch.Tensor, steps: Steps):
+        self.steps = steps
+        self.hist: dict[int, torch.Tensor] = {}
+        self.value = torch.full_like(like, float("nan"))
+        self.err = torch.full_like(like, float("inf"))
+        self.done = torch.zeros_like(like, dtype=torch.bool)
+        self.last = 0
+
+    def due(self, m: int) -> bool:
+        """Whether step count m is a check (or feeds one: the estimate needs the two checks before)."""
+        return m == self.steps.max or (m % CHECK == 0 and m >= self.steps.min - 2 * HISTORY)
+
+    def add(self, m: int, x: torch.Tensor, exact: bool = False) -> bool:
+        """Record the extreme after m steps, [R] or [R, k] (k independent starts: the largest counts, and
+        the starts' spread joins the estimate); ``exact``: the Krylov space is the whole space. True when
+        every run is settled (one host synchronisation)."""
+        self.hist[m], self.last = x, m
+        final = exact or m == self.steps.max
+        if not final and (m < self.steps.min or m - 2 * HISTORY not in self.hist):
+            return False
+        if exact:
+            err = torch.zeros_like(x)
+        elif m - 2 * HISTORY in self.hist:
+            err = _estimate(x, self.hist[m - HISTORY], self.hist[m - 2 * HISTORY])
+        else:
+            err = torch.full_like(x, float("inf"))
+        if x.dim() == 2:
+            top = x.amax(-1)
+            err = torch.maximum(err.amax(-1), (top - x.amin(-1)) / top.abs())
+            x = top
+        err = torch.where(torch.isfinite(x), err, float("inf"))
+        take = ~self.done & ((err <= TOL) | ~torch.isfinite(x))
+        self.value = torch.where(take, x, self.value)
+        self.err = torch.where(take, err, self.err)
+        self.done |= take
+        if final:
+            open_ = ~self.done
+            self.value = torch.where(open_, x, self.value)
+            self.err = torch.where(open_, err, self.err)
+        return bool(self.done.all())
+
+
+def lanczos(op, v0: torch.Tensor, steps: Steps) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Largest eigenvalue per run of the batched symmetric ``op`` by Lanczos from the k columns of v0
+    [R, H, k, N], one independent recurrence each (the columns share every product): (value [R], relative error
+    estimate [R], steps taken).
+
+    The top of H_z's spectrum is clustered: from one start the Ritz value can sit on the second eigenvalue for
+    50 steps before the first emerges (measured: 4.3e-4 below λmax at N = 512, H = 16, ReLU), and no
+    convergence test sees that. Two starts whose values must agree catch it (the largest counts); the second
+    column costs 0–30 % of a step, since the products are bound by reading the weights.
+    No reorthogonalisation: in floating point the lost orthogonality only duplicates converged Ritz values,
+    the largest still converges to λmax (Paige); measured at N = 512, H = 8/32 it matches full
+    reorthogonalisation to 1e-15 with the same step counts, and saves the O(steps²·n) projections (a third of
+    the time at H = 32). Where steps could exhaust the space (n ≤ steps.max) the basis is kept and fully
+    reorthogonalised (classical Gram–Schmidt, twice), so small problems stay exact. The extreme Ritz values
+    are checked every ``CHECK`` steps (see :class:`_Checks`); the residual bound ‖op y − θ y‖ does not help
+    here: the edges of H_z's spectrum are clustered, so it stays far above the eigenvalue's error."""
+    R, H, k, N = v0.shape
+    n = H * N
+    reorth = n <= steps.max
+    steps = Steps(min(steps.min, n), min(steps.max, n)) if reorth else steps
+    dims = (1, 3)  # a vector per run and column: [R, H, k, N]
+    basis = torch.empty(steps.max + 1, *v0.shape, dtype=v0.dtype, device=v0.device) if reorth else None
+    q, q_prev = v0, torch.zeros_like(v0)
+    if basis is not None:
+        basis[0] = q
+    alpha = torch.empty(R, k, steps.max, dtype=v0.dtype, device=v0.device)
+    beta = torch.zeros(R, k, steps.max, dtype=v0.dtype, device=v0.device)
     tiny = torch.finfo(v0.dtype).tiny ** 0.5
     lost = 1e3 * torch.finfo(v0.dtype).eps
-    for j in range(steps):
-        w = op(q[j].view(R, H, 1, N)).reshape(R, -1)
-        alpha[:, j] = (q[j] * w).sum(-1)
-        size = w.norm(dim=-1)
-        basis = q[:j + 1]  # [j+1, R, n]
-        for _ in range(2):
-            w = w - torch.einsum("jr,jrn->rn", torch.einsum("jrn,rn->jr", basis, w), basis)
-        b = w.norm(dim=-1)
-        # an invariant subspace is found (what is left is round-off): stop this run's recurrence there
+    checks = _Checks(alpha[:, 0, 0], steps)
+    for j in range(steps.max):
+        w = op(q)
+        alpha[..., j] = (q * w).sum(dims)
+        size = w.pow(2).sum(dims).sqrt()
+        if basis is not None:
+            for _ in range(2):
+                c = torch.einsum("jrhkn,rhkn->jrk", basis[:j + 1], w)
+                w = w - torch.einsum("jrk,jrhkn->rhkn", c, basis[:j + 1])
+        else:
+            w = w - alpha[:, None, :, j, None] * q - (beta[:, None, :, j - 1, None] * q_prev if j else 0.0)
+        b = w.pow(2).sum(dims).sqrt()
+        # an invariant subspace is found (what is left is round-off): stop this recurrence there
         b = torch.where(b > lost * size, b, torch.zeros_like(b))
-        beta[:, j] = b
-        q[j + 1] = w * (b > 0).to(w.dtype).unsqueeze(-1) / b.clamp_min(tiny).unsqueeze(-1)
-    t = torch.diag_embed(alpha) + torch.diag_embed(beta[:, :-1], 1) + torch.diag_embed(beta[:, :-1], -1)
-    t = torch.where(torch.isfinite(t), t, 0.0)  # a non-finite run: NaN later
-    theta = torch.linalg.eigvalsh(t)
-    k = max(steps - HISTORY, 1)
-    earlier = torch.linalg.eigvalsh(t[:, :k, :k])
-    return theta, earlier
+        beta[..., j] = b
+        q, q_prev = w * ((b > 0).to(w.dtype) / b.clamp_min(tiny))[:, None, :, None], q
+        if basis is not None:
+            basis[j + 1] = q
+        m = j + 1
+        if checks.due(m):
+            t = torch.diag_embed(alpha[..., :m]) + torch.diag_embed(beta[..., :m - 1], 1) \
+                + torch.diag_embed(beta[..., :m - 1], -1)
+            t = torch.where(torch.isfinite(t), t, 0.0)  # a non-finite run: NaN below
+            top = torch.linalg.eigvalsh(t)[..., -1]  # [R, k]
+            top = torch.where(torch.isfinite(alpha[..., :m]).all(-1), top, float("nan"))
+            if checks.add(m, top, exact=basis is not None and m == n):
+                break
+    return checks.value, checks.err, checks.last
 
 
-def lobpcg_min(f: Factors, prec, x0: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Smallest eigenvalue of H_z per run (and its value ``HISTORY`` steps earlier: the Rayleigh quotient
-    decreases monotonically to it) by single-vector LOBPCG with the
-    preconditioner ``prec``: Rayleigh–Ritz on span{x, prec(r), p} each step (orthonormalised, so the
-    3×3 problem stays well conditioned)."""
+def lobpcg_min(f: Factors, prec, x0: torch.Tensor, steps: Steps) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Smallest eigenvalue of H_z per run by single-vector LOBPCG with the preconditioner ``prec``:
+    Rayleigh–Ritz on span{x, prec(r), p} each step (orthonormalised, so the 3×3 problem stays well
+    conditioned). The Rayleigh quotient decreases monotonically to λmin and is checked every ``CHECK`` steps
+    (see :class:`_Checks`). Returns (value [R], relative error estimate [R], steps taken)."""
     tiny = torch.finfo(x0.dtype).tiny ** 0.5
     lost = 1e3 * torch.finfo(x0.dtype).eps
     x = x0 / _norm(x0)
     hx = matvec(f, x)
     p = hp = None
-    lam0 = _dot(x, hx)
-    for i in range(steps):
+    checks = _Checks(x0[:, 0, 0, 0], steps)
+    for i in range(steps.max + 1):
         lam = _dot(x, hx)
-        if i == steps - HISTORY:
-            lam0 = lam
+        if checks.due(i) and i and checks.add(i, lam.view(-1)) or i == steps.max:
+            break
         r = hx - lam * x
         wv = prec(r)
         basis, hbasis, dead = [x], [hx], [torch.zeros_like(lam.view(-1))]
@@ -244,25 +345,26 @@ def lobpcg_min(f: Factors, prec, x0: torch.Tensor, steps: int) -> tuple[torch.Te
         hx = coef[0] * hbasis[0] + hp
         nx = _norm(x).clamp_min(tiny)
         x, hx = x / nx, hx / nx
-    return _dot(x, hx).view(-1), lam0.view(-1)
+    return checks.value, checks.err, checks.last
 
 
-def structured_extremes(f: Factors, curvature: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str]:
-    """(λmin, λmax, relative error estimate, method) per run [R] from the factored H_z (device tensors)."""
+def structured_extremes(f: Factors, curvature: bool, stats: dict[str, int] | None = None
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str]:
+    """(λmin, λmax, relative error estimate, method) per run [R] from the factored H_z (device tensors);
+    ``stats``, where given, receives the steps each iteration took."""
     R, H, N = f.shape
-    n = H * N
-    theta, before = lanczos(lambda v: matvec(f, v), _start(R, H, N, 1, f.w, 0), min(LANCZOS_STEPS, n))
-    hi = theta[:, -1]
-    err_hi = (hi - before[:, -1]).abs() / hi.abs()
+    hi, err_hi, m_hi = lanczos(lambda v: matvec(f, v), _start(R, H, N, STARTS, f.w, 0), LANCZOS_STEPS)
     prec = GramInverse(f)
     if not curvature:  # H_z = AᵀA + c_z I
-        th, th0 = lanczos(prec, _start(R, H, N, 1, f.w, 1), min(SHIFT_INVERT_STEPS, n))
-        err_lo = (th[:, -1] - th0[:, -1]).abs() / th[:, -1].abs()  # relative: the same for 1/θ
-        lo = f.delta[:, 0, 0] + 1.0 / th[:, -1]
-        return lo, hi, torch.maximum(err_hi, err_lo), "lanczos_LA+shift_invert_woodbury"
-    lo, lo0 = lobpcg_min(f, prec, _start(R, H, N, 1, f.w, 2), LOBPCG_STEPS)
-    err_lo = (lo - lo0).abs() / lo.abs()
-    return lo, hi, torch.maximum(err_hi, err_lo), "lanczos_LA+lobpcg_gram_preconditioned"
+        th, err_lo, m_lo = lanczos(prec, _start(R, H, N, STARTS, f.w, 1), SHIFT_INVERT_STEPS)
+        lo = f.delta[:, 0, 0] + 1.0 / th  # θ's relative error bounds λmin's (c_z ≥ 0)
+        method = "lanczos_LA+shift_invert_woodbury"
+    else:
+        lo, err_lo, m_lo = lobpcg_min(f, prec, _start(R, H, N, 1, f.w, 2), LOBPCG_STEPS)
+        method = "lanczos_LA+lobpcg_gram_preconditioned"
+    if stats is not None:
+        stats.update(lanczos=m_hi, **{method.split("+")[1]: m_lo})
+    return lo, hi, torch.maximum(err_hi, err_lo), method
 
 
 # ----------------------------------------------------------------------------- dense route, blocks
@@ -292,13 +394,13 @@ def dense_extremes(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, 
 
 
 def monitor(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
-            activity_decay: float = 0.0, dense_max_n: int = DENSE_CROSSOVER_N
+            activity_decay: float = 0.0, dense_max_n: int = DENSE_CROSSOVER_N, stats: dict[str, int] | None = None
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str]:
     """(λmin, λmax, κ, method) per run (CPU float64 [R]) for the first sample of each run's batch:
     x [R, B, D], y [R, B, d_y], z [R, H, B, N] (post-inference activities, current weights).
 
-    Dense ``eigvalsh`` up to n = N·H = ``dense_max_n``, the batched Krylov extremes above it. A run with
-    non-finite weights or activities gets NaN."""
+    Dense ``eigvalsh`` up to n = N·H = ``dense_max_n``, the batched Krylov extremes above it (``stats``: see
+    :func:`structured_extremes`). A run with non-finite weights or activities gets NaN."""
     x1, y1, z1 = x[:, 0], y[:, 0], z[:, :, 0]
     R = w.runs
     if dense_max_n >= spec.N * spec.H:
@@ -306,7 +408,7 @@ def monitor(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torc
         err, method = torch.zeros_like(lo), "dense_eigvalsh"
     else:
         f = factors(spec, w, x1, y1, z1, activity_decay)
-        lo, hi, err, method = structured_extremes(f, spec.act == "tanh")
+        lo, hi, err, method = structured_extremes(f, spec.act == "tanh", stats)
     finite = torch.stack([torch.isfinite(t).flatten(1).all(1) for t in (*w.tensors(), x1, y1, z1)]).all(0)
     out = torch.stack([lo, hi, err, finite.to(lo.dtype)]).cpu()  # the one transfer
     lo, hi, err, ok = out[0].clone(), out[1].clone(), out[2], out[3].bool()

@@ -206,7 +206,7 @@ class TrainingParams:
     # CUDA only: capture each group's training iteration in a CUDA graph and replay it (checked against
     # eager first; eager where the check fails). Each run's config.json records whether its group used one
     cuda_graphs: bool = True
-    hessian_dense_max_n: int = bounded(1, None, default=4096)  # dense eigvalsh up to this n = N·H
+    hessian_dense_max_n: int = bounded(1, None, default=1024)  # dense eigvalsh up to this n = N·H
     train_loss_log_every: int = bounded(1, None, default=1)  # MLflow subsampling of train_loss
 
     def check(self, path: str) -> None:

@@ -276,7 +276,7 @@ def _mask_store(store: list[torch.Tensor], run_dims: tuple[int, ...], active: np
 
 
 def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
-                   dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096,
+                   dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = hessian_monitor.DENSE_CROSSOVER_N,
                    cuda_graphs: bool = True) -> list[RunResult]:
     """Train a stackable group of PC runs together; one RunResult per run (order kept).
 
@@ -449,7 +449,7 @@ def auto_layout(rc: RunConfig, R: int, device: str | torch.device) -> int:
 
 
 def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
-                dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = 4096,
+                dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = hessian_monitor.DENSE_CROSSOVER_N,
                 layout: str = "auto", cuda_graphs: bool = True) -> list[RunResult]:
     """Train runs that share one stack key (see ``sweeps.stack_key``) together.
 

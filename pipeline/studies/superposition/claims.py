@@ -123,7 +123,7 @@ CLAIMS = (
     Claim("m_deepens_after_note_epoch", M_FIG,
           "The note's comparison of M at epoch 8,500 with the end: after 8,500 the untied model pushes M's "
           "interference negative, where the ReLU cuts it: for every seed M's most negative entry at the end is "
-          "at least 2× as negative as at epoch 8,500 (the paper run: 3.3–8×; seed 42 −2.5 → −8.6).",
+          "at least 2× as negative as at epoch 8,500 (the paper run: 3.3–22×; seed 42 −2.5 → −8.6).",
           ((UNTIED, "final_geometry"),), partial(each, check=partial(deepens, factor=M_DEEPENS)),
           figures=("untied",),
           fails_on={"smoke": "smoke trains 2,000 epochs: no snapshot at epoch 8,500",

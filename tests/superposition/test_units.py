@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 
 import numpy as np
@@ -12,19 +13,18 @@ import torch
 from pipeline.config import load_section, read_tree
 from pipeline.contract import Context, Output
 from pipeline.plotting import plt
+from pipeline.studies.superposition import STUDY
 from pipeline.studies.superposition.config import Plateau, Superposition, TrainSettings
-from pipeline.studies.superposition.extract import detect_all, extract, variant_losses
+from pipeline.studies.superposition.extract import detect_all, variant_losses
 from pipeline.studies.superposition.figures import (
     frame_indices,
     geometry_panels,
     heatmap_panels,
     loss_curves,
-    render,
     seed_colors,
     slider_html,
     zoom_window,
 )
-from pipeline.studies.superposition.train import train
 from tests.conftest import ROOT
 from tests.superposition.test_plateau import KW, step_curve
 
@@ -52,7 +52,8 @@ def context(cfg: Superposition, kind: str, unit: str, store: dict) -> Context:
 
 
 def run(cfg: Superposition, kind: str, unit: str, store: dict) -> Output:
-    fn = {"train": train, "extract": extract, "render": render}[kind]
+    family = STUDY.family(kind)
+    fn = getattr(importlib.import_module(family.entry), family.function(cfg, unit))  # as the runner picks it
     out = fn(context(cfg, kind, unit, store), unit)
     store[(kind, unit)] = {**out.json, **out.arrays}
     return out

@@ -64,7 +64,7 @@ def merge_into_one_file(ws: Path) -> None:
         params.update(yaml.safe_load(path.read_text()))
     shutil.rmtree(ws / "params")
     _dump(ws / "params.yaml", params)
-    for path in [ws / "dvc.yaml", *sorted(ws.glob("graph/*/dvc.yaml"))]:
+    for path in [ws / "dvc.yaml", *sorted((ws / "graph").rglob("dvc.yaml"))]:
         graph = yaml.safe_load(path.read_text())
         for stage in graph["stages"].values():
             body = stage.get("do", stage)
@@ -74,7 +74,7 @@ def merge_into_one_file(ws: Path) -> None:
             if flat:
                 body["params"] = flat
         _dump(path, graph)
-    for path in [ws / "dvc.lock", *sorted(ws.glob("graph/*/dvc.lock"))]:
+    for path in [ws / "dvc.lock", *sorted((ws / "graph").rglob("dvc.lock"))]:
         lock = yaml.safe_load(path.read_text())
         for stage in lock["stages"].values():
             if stage.get("params"):
@@ -86,12 +86,12 @@ def merge_into_one_file(ws: Path) -> None:
 def strip_params(ws: Path) -> None:
     """Drop every params dependency from the dvc.yaml and dvc.lock files: what DVC costs for these
     stages' code, data and outputs alone, the floor no params layout can go below."""
-    for path in [ws / "dvc.yaml", *sorted(ws.glob("graph/*/dvc.yaml"))]:
+    for path in [ws / "dvc.yaml", *sorted((ws / "graph").rglob("dvc.yaml"))]:
         graph = yaml.safe_load(path.read_text())
         for stage in graph["stages"].values():
             stage.get("do", stage).pop("params", None)
         _dump(path, graph)
-    for path in [ws / "dvc.lock", *sorted(ws.glob("graph/*/dvc.lock"))]:
+    for path in [ws / "dvc.lock", *sorted((ws / "graph").rglob("dvc.lock"))]:
         lock = yaml.safe_load(path.read_text())
         for stage in lock["stages"].values():
             stage.pop("params", None)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         if summary(reports["per-study files"]) != summary(reports["one params.yaml"]):
             print("warning: the two copies report different changes; the comparison is not like for like")
         stages = sum(len(yaml.safe_load(p.read_text())["stages"])
-                     for p in [split / "dvc.lock", *split.glob("graph/*/dvc.lock")])
+                     for p in [split / "dvc.lock", *(split / "graph").rglob("dvc.lock")])
         print(f"no-op `dvc status` of {stages} locked stages, outputs absent in both copies, "
               f"best of {args.rounds} interleaved rounds:")
         for name, ts in times.items():

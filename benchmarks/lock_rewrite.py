@@ -1,4 +1,4 @@
-"""The lock rewrite DVC does after every stage: one ``dvc.lock`` for the whole graph against one per study.
+"""The lock rewrite DVC does after every stage: one ``dvc.lock`` for the whole graph against one per stage file.
 
     taskset -c 1 .venv/bin/python benchmarks/lock_rewrite.py [--every 3 --repeats 1]
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def locks() -> dict[Path, dict]:
     yaml = YAML(typ="safe")
-    return {p: yaml.load(p.read_text()) for p in [ROOT / "dvc.lock", *sorted(ROOT.glob("graph/*/dvc.lock"))]
+    return {p: yaml.load(p.read_text()) for p in [ROOT / "dvc.lock", *sorted((ROOT / "graph").rglob("dvc.lock"))]
             if p.exists()}
 
 
@@ -48,9 +48,9 @@ def main() -> None:
     args = ap.parse_args()
     found = locks()
     if len(found) < 2:
-        sys.exit("no graph/<study>/dvc.lock yet: build first (dvc repro)")
+        sys.exit("no graph/<study>/<kind>/<unit>/dvc.lock yet: build first (dvc repro)")
     n = sum(len(doc["stages"]) for doc in found.values())
-    times: dict[str, list[float]] = {"one dvc.lock": [], "one per study": []}
+    times: dict[str, list[float]] = {"one dvc.lock": [], "one per stage file": []}
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         combined = tmp_path / "combined.lock"
@@ -67,7 +67,7 @@ def main() -> None:
                 own = tmp_path / f"{i}.lock"
                 shutil.copy(path, own)
                 split += rewrite_all(own, doc["stages"], args.every)
-            times["one per study"].append(split)
+            times["one per stage file"].append(split)
     sizes = ", ".join(f"{p.relative_to(ROOT)} {p.stat().st_size / 1e3:.0f} kB" for p in found)
     sampled = sum(len(list(doc["stages"])[::args.every]) for doc in found.values())
     print(f"rewriting {sampled} of the {n} locked stages (every {args.every}th of each lock; DVC's "
@@ -77,7 +77,7 @@ def main() -> None:
         print(f"  {name:14s} {min(ts) / sampled:.3f} s per stage, x {n} stages = {min(ts) / sampled * n:5.1f} s "
               f"(measured: {', '.join(f'{t:.2f}' for t in ts)} s)")
     one, per = (min(ts) for ts in times.values())
-    print(f"  one lock / per study: {one / per:.2f}x")
+    print(f"  one lock / per stage file: {one / per:.2f}x")
 
 
 def combined_size(found: dict[Path, dict]) -> float:

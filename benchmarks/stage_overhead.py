@@ -11,7 +11,7 @@ Prints, from one run (commands interleaved, ``--repeats`` times, minimum and med
 - the sync that replays the journal-mode stages' journals into MLflow afterwards
   (``python -m pipeline.tracking sync``, once, as the report stage does), per journal.
 
-Needs the imprint training outputs (``dvc repro graph/imprint/dvc.yaml:imprint_train``); runs
+Needs the imprint training outputs (``dvc repro -R graph/imprint/train``); runs
 from the repository root: ``python benchmarks/stage_overhead.py``.
 """
 
@@ -52,7 +52,7 @@ def workspace(tmp: Path) -> Path:
     train = ROOT / "artifacts/imprint/train"
     if not train.is_dir():
         sys.exit("the imprint training outputs are missing: run "
-                 "`dvc repro graph/imprint/dvc.yaml:imprint_train` first")
+                 "`dvc repro -R graph/imprint/train` first")
     (ws / "artifacts/imprint").mkdir(parents=True)
     shutil.copytree(train, ws / "artifacts/imprint/train")
     (ws / "artifacts/data").symlink_to(ROOT / "artifacts/data")

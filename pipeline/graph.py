@@ -1,20 +1,22 @@
 """``make dag``: write ``dvc.yaml`` from the study declarations and the params files.
 
-Each study family becomes one ``foreach`` stage ``<study>_<kind>`` over the units the active
-profile runs. Its code deps are the project modules the stage loads: the transitive imports of
-``stages/<kind>.py``, of the study's package (its declaration) and of the family's entry module
-(and of its cost and probe modules, which the runner loads for the plan line: ``Family.modules``).
-Its params deps are the keys the family declares it reads, looked up where the study's file,
-``params/<study>.yaml``, writes them for the active profile (the base value and/or
-``profiles.<profile>``), so an edit to another profile or another study reruns nothing. Data deps
-are the datasets and the units of the study it reads.
+Each unit a study's family runs under the active profile becomes one stage
+``<study>_<kind>@<unit>``, in a file of its own, ``graph/<study>/<kind>/<unit>/dvc.yaml``
+(:func:`pipeline.paths.dvc_file`; it mirrors the unit's output folder). Its code deps are the project
+modules the stage loads: the transitive imports of ``stages/<kind>.py``, of the study's package (its
+declaration) and of the family's entry module (and of its cost and probe modules, which the runner
+loads for the plan line: ``Family.modules``). Its params deps are the keys the unit declares it reads,
+looked up where the study's file, ``params/<study>.yaml``, writes them for the active profile (the
+base value and/or ``profiles.<profile>``), so an edit to another profile or another study reruns
+nothing. Its data deps are the datasets and the units of the study it reads. Each entry is listed once.
 
-DVC cannot splice a list into ``deps``, so what differs between the units of a family is passed
-as numbered ``foreach`` item fields (``d0``, ``d1``… / ``p0``…); a unit with fewer repeats its first.
+Why a file per unit: DVC cannot splice a list into ``deps`` (treeverse/dvc#7151, #8171), so one
+``foreach`` over units that read different numbers of things had to pad every item to the largest;
+and a plain stage's name cannot hold the ``@`` that names the MLflow run, run record and metrics
+file. So each unit is a ``foreach`` of itself, and its file lists exactly what it reads.
 
-The framework's stages (download, claims, report) are written to ``dvc.yaml``; each study's to
-``graph/<study>/dvc.yaml`` (:func:`dvc_file`). ``python -m pipeline.graph`` writes them;
-``--check`` exits 1 when one is stale.
+The framework's stages (download, claims, report) are written to ``dvc.yaml``.
+``python -m pipeline.graph`` writes them all; ``--check`` exits 1 when one is stale.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from pipeline.io import write_bytes
 from pipeline.paths import (
     STUDY_DVC_DIR,
     data_dir,
+    dvc_dir,
     dvc_file,
     dvc_target,
     figures_dir,
@@ -139,61 +142,35 @@ def study_package(study: Study) -> str:
 # ----------------------------------------------------------------------------- stages
 
 
-def _split(per_unit: dict[str, list[str]]) -> tuple[list[str], dict[str, list[str]]]:
-    """(entries every unit has, in order; the rest of each unit's)."""
-    units = list(per_unit.values())
-    common = [e for e in units[0] if all(e in u for u in units[1:])] if units else []
-    return common, {k: [e for e in v if e not in common] for k, v in per_unit.items()}
-
-
-def _slots(rest: dict[str, list[str]], prefix: str, fill: str | None) -> tuple[int, dict[str, dict[str, str]]]:
-    n = max((len(v) for v in rest.values()), default=0)
-    items: dict[str, dict[str, str]] = {}
-    for unit, vals in rest.items():
-        pad = vals[0] if vals else fill
-        items[unit] = {f"{prefix}{i}": (vals[i] if i < len(vals) else pad) for i in range(n)}
-    return n, items
-
-
-def family_stage(study: Study, fam: Family, cfg: Any, params: Params) -> dict[str, Any] | None:
-    units = list(fam.units(cfg))
-    if not units:
-        return None
+def unit_stage(study: Study, fam: Family, cfg: Any, params: Params, unit: str) -> dict[str, Any]:
+    """The stage of one unit: a ``foreach`` of that one unit, so DVC names it ``<study>_<kind>@<unit>``
+    (the name its MLflow run, run record and metrics file share; a plain stage name cannot hold ``@``),
+    with exactly the code, data and params keys it reads, each once."""
     section = params.raw[study.name]
     code = code_deps(f"stages.{fam.kind}", study_package(study), *fam.modules())
-    deps, keys = {}, {}
-    for unit in units:
-        d = [rel(data_dir(ds)) for ds in sorted(set(fam.datasets(cfg, unit)))]
-        d += [rel(study_dir(study.name, kind, u)) for kind, u in fam.reads(cfg, unit)]
-        deps[unit] = list(dict.fromkeys(d))
-        k: list[str] = []
-        for key in fam.keys(cfg, unit):
-            k += [f"{study.name}.{src}" for src in sources_of(section, params.profile, key)]
-        keys[unit] = list(dict.fromkeys(k))
-    dep_common, dep_rest = _split(deps)
-    key_common, key_rest = _split(keys)
-    nd, dslots = _slots(dep_rest, "d", code[0])
-    # a unit with fewer keys repeats one it reads, or else one its siblings read (DVC accepts any key)
-    fill = key_common[0] if key_common else next((v[0] for v in key_rest.values() if v), None)
-    npar, pslots = _slots(key_rest, "p", fill)
-    items = {u: {**dslots[u], **pslots[u]} for u in units}
+    data = [rel(data_dir(ds)) for ds in sorted(set(fam.datasets(cfg, unit)))]
+    data += [rel(study_dir(study.name, kind, u)) for kind, u in fam.reads(cfg, unit)]
+    keys: list[str] = []
+    for key in fam.keys(cfg, unit):
+        keys += [f"{study.name}.{src}" for src in sources_of(section, params.profile, key)]
+    keys = list(dict.fromkeys(keys))
     do: dict[str, Any] = {
-        "cmd": f"python -m stages.{fam.kind} {study.name} ${{key}} --profile {params.profile}",
-        "deps": code + dep_common + [f"${{item.d{i}}}" for i in range(nd)],
+        "wdir": "/".join([".."] * len(Path(dvc_file(study.name, fam.kind, unit)).parent.parts)),
+        "cmd": f"python -m stages.{fam.kind} {study.name} {unit} --profile {params.profile}",
+        "deps": code + list(dict.fromkeys(data)),
     }
     # every stage reads `profile` (it refuses to run for another profile than dvc.yaml's): an edit
     # of it makes the stages run, and fail with a clear error, instead of passing for up to date.
     # The study's keys are read from its own file, params/<study>.yaml.
-    study_keys = key_common + [f"${{item.p{i}}}" for i in range(npar)]
-    do["params"] = ["profile", *([{params_file(study.name): study_keys}] if study_keys else [])]
+    do["params"] = ["profile", *([{params_file(study.name): keys}] if keys else [])]
     if fam.kind == "render":
-        do["outs"] = [{rel(figures_dir(study.name) / "${key}"): {"persist": True}},
-                      {rel(sidecar_path(study.name, "${key}")): {"persist": True}}]
+        do["outs"] = [{rel(figures_dir(study.name) / unit): {"persist": True}},
+                      {rel(sidecar_path(study.name, unit)): {"persist": True}}]
     else:
-        do["outs"] = [{rel(study_dir(study.name, fam.kind, "${key}")): {"persist": True}}]
+        do["outs"] = [{rel(study_dir(study.name, fam.kind, unit)): {"persist": True}}]
     if fam.metrics:
-        do["metrics"] = [{rel(metrics_path(stage_name(study.name, fam.kind, "${key}"))): {"persist": True}}]
-    return {"foreach": items, "do": do}  # a mapping, so that `${key}` is the unit
+        do["metrics"] = [{rel(metrics_path(stage_name(study.name, fam.kind, unit))): {"persist": True}}]
+    return {"foreach": [unit], "do": do}
 
 
 def study_of(stage: str) -> str | None:
@@ -203,9 +180,22 @@ def study_of(stage: str) -> str | None:
 
 
 def target(stage: str) -> str:
-    """The argument ``dvc repro`` / ``dvc status`` take for a stage or a ``foreach`` group of this graph."""
+    """The argument ``dvc repro`` / ``dvc status`` take for a stage of this graph: a unit's
+    ``<file>:<study>_<kind>@<unit>``, or for a family ``<study>_<kind>`` the folder of its units' files
+    (``graph/<study>/<kind>``, which DVC takes with ``-R``)."""
     study = study_of(stage)
-    return stage if study is None else dvc_target(study, stage)
+    if study is None:
+        return stage
+    base, _, unit = stage.partition("@")
+    kind = base[len(study) + 1:]
+    return dvc_target(study, kind, unit) if unit else dvc_dir(study, kind)
+
+
+def targets(*stages: str) -> list[str]:
+    """The arguments of ``dvc repro`` / ``dvc status`` for some stages: :func:`target` of each, after
+    ``-R`` when one is a family's folder."""
+    out = [target(s) for s in stages]
+    return ["-R", *out] if any(study_of(s) and "@" not in s for s in stages) else out
 
 
 def files(params: Params) -> dict[str, dict[str, Any]]:
@@ -215,28 +205,21 @@ def files(params: Params) -> dict[str, dict[str, Any]]:
     metrics, ledger, gallery) between machines and a pulled clone is up to date without a rerun.
     A study's stages run from the repository root (``wdir``), so every path is written as at the root."""
     root: dict[str, Any] = {}
-    per_study: dict[str, dict[str, Any]] = {}
+    per_unit: dict[str, dict[str, Any]] = {}
     datasets: set[str] = set()
     sidecars: list[str] = []
     tables: list[str] = []  # the per-run tables the manifest lists (inside their units' output folders)
     studies = [registry.load(name) for name in registry.names()]
     for study in studies:
         cfg = registry.config(study, params)
-        body: dict[str, Any] = {}
         for fam in study.families:
-            stage = family_stage(study, fam, cfg, params)
-            if stage is None:
-                continue
-            wdir = "/".join([".."] * len(Path(dvc_file(study.name)).parent.parts))
-            stage["do"] = {"wdir": wdir, **stage["do"]}
-            body[f"{study.name}_{fam.kind}"] = stage
             for unit in fam.units(cfg):
+                per_unit[dvc_file(study.name, fam.kind, unit)] = {
+                    f"{study.name}_{fam.kind}": unit_stage(study, fam, cfg, params, unit)}
                 datasets.update(fam.datasets(cfg, unit))
                 if fam.kind == "render":
                     sidecars.append(rel(sidecar_path(study.name, unit)))
                 tables.extend(rel(study_dir(study.name, fam.kind, unit) / t) for t in fam.tables)
-        if body:
-            per_study[dvc_file(study.name)] = body
     unknown = sorted(datasets - set(params.data.datasets))
     if unknown:
         raise ConfigError(f"params.yaml: data.datasets lacks {unknown}, which the studies read; "
@@ -257,12 +240,36 @@ def files(params: Params) -> dict[str, dict[str, Any]]:
     report_code = code_deps("stages.report", *(study_package(s) for s in studies))
     root["report"] = {"cmd": "python -m stages.report", "deps": report_code + ledger + sidecars + tables,
                       "outs": ["reports/index.html", "reports/manifest.json"]}
-    return {ROOT_FILE: root, **per_study}
+    return {ROOT_FILE: root, **per_unit}
+
+
+def by_name(bodies: Any) -> dict[str, Any]:
+    """The stages of some ``stages:`` mappings by DVC name: the framework's as written, each unit's
+    (``<study>_<kind>@<unit>``) as its plain stage (the ``do`` of its one-item ``foreach``)."""
+    out: dict[str, Any] = {}
+    for body in bodies:
+        for name, stage in body.items():
+            if "foreach" in stage and study_of(name) is not None:
+                (unit,) = stage["foreach"]
+                out[f"{name}@{unit}"] = stage["do"]
+            else:
+                out[name] = stage
+    return out
 
 
 def stages(params: Params) -> dict[str, Any]:
-    """Every stage of the graph, from all its files, by name."""
-    return {name: stage for body in files(params).values() for name, stage in body.items()}
+    """Every stage of the graph for ``params``, by DVC name (:func:`by_name`)."""
+    return by_name(files(params).values())
+
+
+def stage_files(root: Path) -> list[Path]:
+    """The ``dvc.yaml`` files of the graph under ``root``: the framework's, then every unit's."""
+    return [root / ROOT_FILE, *sorted((root / STUDY_DVC_DIR).rglob("dvc.yaml"))]
+
+
+def committed(root: Path) -> dict[str, Any]:
+    """Every stage of the ``dvc.yaml`` files under ``root``, by DVC name (:func:`by_name`)."""
+    return by_name(yaml.safe_load(p.read_text())["stages"] for p in stage_files(root))
 
 
 def claims_code(studies: list[Study]) -> list[str]:
@@ -307,17 +314,21 @@ def render_files(params: Params) -> dict[str, str]:
     """The text of each generated ``dvc.yaml``, by path relative to the repository."""
     out = {}
     for path, body in files(params).items():
-        where = ("the framework's stages; each study's are in graph/<study>/dvc.yaml" if path == ROOT_FILE
-                 else "this study's stages, run from the repository root (wdir); its dvc.lock sits beside it")
+        if path == ROOT_FILE:
+            where = "the framework's stages; each unit's is in graph/<study>/<kind>/<unit>/dvc.yaml"
+        else:
+            ((name, stage),) = body.items()
+            where = (f"the stage of one unit, {name}@{stage['foreach'][0]} (a one-item foreach, so that DVC names it "
+                     "like its\n# MLflow run and metrics file); run from the repository root (wdir), its dvc.lock "
+                     "beside it")
         text = yaml.safe_dump({"stages": body}, sort_keys=False, width=120, default_flow_style=False)
         out[path] = HEADER.format(profile=params.profile, where=where) + text
     return out
 
 
 def stale_files(root: Path, wanted: dict[str, str]) -> list[str]:
-    """Generated study files the graph no longer has (a study removed or left without stages)."""
-    found = sorted(p.relative_to(root).as_posix() for p in (root / STUDY_DVC_DIR).glob("*/dvc.yaml")
-                   if p.read_text().startswith(GENERATED))
+    """Generated stage files the graph no longer has (a unit the profile does not run, a study removed)."""
+    found = [p.relative_to(root).as_posix() for p in stage_files(root)[1:] if p.read_text().startswith(GENERATED)]
     return [p for p in found if p not in wanted]
 
 
@@ -362,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         write_bytes(root / path, wanted[path].encode())
     for path in extra:  # its dvc.lock stays: it records what was built, and DVC ignores it without the file
         (root / path).unlink()
-    n = sum(len(s["foreach"]) if "foreach" in s else 1 for s in stages(params).values())
+    n = sum(len(s["foreach"]) if s.get("foreach") else 1 for s in stages(params).values())
     print(f"dvc.yaml: {n} stages in {len(wanted)} files for profile {params.profile!r}")
     committed = read_tree_at("HEAD")
     for line in silent_edits(committed, read_tree(), params.profile) if committed is not None else ():

@@ -32,20 +32,31 @@ def stage_name(study: str, kind: str, unit: str) -> str:
     return f"{study}_{kind}@{unit}"
 
 
-STUDY_DVC_DIR = "graph"  # graph/<study>/dvc.yaml, with DVC's dvc.lock beside it
+STUDY_DVC_DIR = "graph"  # graph/<study>/<kind>/<unit>/dvc.yaml, with DVC's dvc.lock beside it
 
 
-def dvc_file(study: str | None) -> str:
-    """The ``dvc.yaml`` holding a study's stages (``None``: the framework's stages, at the root).
-
-    One file per study, because DVC rewrites a stage's whole ``dvc.lock`` after the stage runs (a
-    YAML round trip): with every stage in one lock that was a third of a fresh smoke build."""
-    return "dvc.yaml" if study is None else f"{STUDY_DVC_DIR}/{study}/dvc.yaml"
+def dvc_dir(study: str, kind: str | None = None, unit: str | None = None) -> str:
+    """``graph/<study>[/<kind>[/<unit>]]``: where a study's (a family's, a unit's) stage files sit."""
+    return "/".join([STUDY_DVC_DIR, study, *(p for p in (kind, unit) if p)])
 
 
-def dvc_target(study: str, stage: str) -> str:
-    """What ``dvc repro`` / ``dvc status`` take for a study's stage (or ``foreach`` group)."""
-    return f"{dvc_file(study)}:{stage}"
+def dvc_file(study: str | None, kind: str | None = None, unit: str | None = None) -> str:
+    """The ``dvc.yaml`` holding one unit's stage, ``graph/<study>/<kind>/<unit>/dvc.yaml`` (it mirrors
+    ``artifacts/<study>/<kind>/<unit>``); ``None``: the framework's stages, at the root.
+
+    One file per unit, so that each stage lists exactly what it reads (a ``foreach`` over units of
+    different shapes had to pad its items) and its ``dvc.lock`` is its own (DVC rewrites a stage's whole
+    lock file after the stage runs: with every stage in one lock that was a third of a smoke build)."""
+    if study is None:
+        return "dvc.yaml"
+    if kind is None or unit is None:
+        raise ValueError(f"dvc_file({study!r}, {kind!r}, {unit!r}): a study's stage file is one unit's")
+    return f"{dvc_dir(study, kind, unit)}/dvc.yaml"
+
+
+def dvc_target(study: str, kind: str, unit: str) -> str:
+    """What ``dvc repro`` / ``dvc status`` take for one unit's stage."""
+    return f"{dvc_file(study, kind, unit)}:{stage_name(study, kind, unit)}"
 
 
 def study_dir(study: str, kind: str, unit: str) -> Path:

@@ -19,7 +19,7 @@ def git_state() -> tuple[str, bool]:
         # one git process: porcelain v2 with --branch gives the commit ("# branch.oid") and the changes;
         # the dvc.lock files are rewritten by DVC itself while `dvc repro` runs: not a change to the inputs
         out = subprocess.run(["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no", "--", ".",
-                              ":(exclude)dvc.lock", ":(exclude,glob)graph/*/dvc.lock"],
+                              ":(exclude)dvc.lock", ":(exclude,glob)graph/**/dvc.lock"],
                              cwd=root, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown", True

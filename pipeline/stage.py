@@ -76,7 +76,7 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
     for src_kind, src_unit in family.reads(cfg, unit):  # every declared input exists before any compute
         meta = study_dir(study_name, src_kind, src_unit) / "meta.json"
         if not meta.exists():
-            target = dvc_target(study_name, stage_name(study_name, src_kind, src_unit))
+            target = dvc_target(study_name, src_kind, src_unit)
             raise MissingInputError(f"{study_name}: {src_kind} unit {src_unit!r} has not been built "
                                     f"({meta} is missing); run `dvc repro {target}`")
     fn = getattr(importlib.import_module(family.entry), family.function(cfg, unit))
@@ -89,7 +89,7 @@ def _reader(study: str) -> Callable[[str, str, str], Any]:
         path = study_dir(study, kind, unit) / name
         if not path.exists():
             raise MissingInputError(f"{study}: {kind} unit {unit!r} has no {name} ({path}); "
-                                    f"run `dvc repro {dvc_target(study, stage_name(study, kind, unit))}`")
+                                    f"run `dvc repro {dvc_target(study, kind, unit)}`")
         return read_file(path)
 
     return read

@@ -80,7 +80,7 @@ def test_a_bad_dpi_stops_a_render_before_it_draws(tmp_path, value):
 def test_a_missing_upstream_output_is_one_line_naming_the_stage_to_run(tmp_path):
     ws = _workspace(tmp_path)
     out = _stage(ws, "-m", "stages.render", "imprint", "glyph")
-    _one_error_line(out, "imprint: train unit", "has not been built", "run `dvc repro graph/imprint/dvc.yaml:")
+    _one_error_line(out, "imprint: train unit", "has not been built", "run `dvc repro graph/imprint/train/")
     assert not (ws / "reports").exists() and not (ws / "artifacts").exists()
 
 

@@ -17,45 +17,64 @@ WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.records"
 
 
 def test_committed_dvc_yaml_files_are_what_make_dag_writes():
-    wanted = graph.render_files(load_params(ROOT))
-    assert set(wanted) == {"dvc.yaml", *(f"graph/{n}/dvc.yaml" for n in registry.names())}
+    params = load_params(ROOT)
+    wanted = graph.render_files(params)
+    units = {graph.dvc_file(n, fam.kind, u) for n in registry.names() for fam in registry.load(n).families
+             for u in fam.units(registry.config(registry.load(n), params))}
+    assert set(wanted) == {"dvc.yaml", *units}
     for path, text in wanted.items():
         assert (ROOT / path).read_text() == text, f"{path} is stale: run `make dag` and commit it"
     assert graph.stale_files(ROOT, wanted) == []
 
 
 def _committed() -> dict:
-    """Every stage of the committed dvc.yaml files, by name."""
-    out = {}
-    for path in [ROOT / "dvc.yaml", *sorted(ROOT.glob("graph/*/dvc.yaml"))]:
-        out.update(yaml.safe_load(path.read_text())["stages"])
-    return out
+    """Every stage of the committed dvc.yaml files, by DVC name."""
+    return graph.committed(ROOT)
 
 
 def _deps(stage: str) -> set[str]:
-    return set(_committed()[stage]["do"]["deps"])
+    return set(_committed()[stage]["deps"])
 
 
-def test_each_study_has_its_own_file_run_from_the_root():
-    """A study's stages sit in graph/<study>/dvc.yaml (so its dvc.lock is its own), run from the root."""
+def test_each_unit_has_its_own_file_run_from_the_root():
+    """A unit's stage sits in graph/<study>/<kind>/<unit>/dvc.yaml (its dvc.lock its own), run from the root,
+    named <study>_<kind>@<unit> like its MLflow run and metrics file."""
+    params = load_params(ROOT)
     for name in registry.names():
-        body = yaml.safe_load((ROOT / graph.dvc_file(name)).read_text())["stages"]
-        assert body and all(s.startswith(f"{name}_") and v["do"]["wdir"] == "../.." for s, v in body.items())
-        assert graph.target(f"{name}_render@x") == f"graph/{name}/dvc.yaml:{name}_render@x"
+        study = registry.load(name)
+        for fam in study.families:
+            for unit in fam.units(registry.config(study, params)):
+                body = yaml.safe_load((ROOT / graph.dvc_file(name, fam.kind, unit)).read_text())["stages"]
+                assert body == {f"{name}_{fam.kind}": {"foreach": [unit], "do": body[f"{name}_{fam.kind}"]["do"]}}
+                do = body[f"{name}_{fam.kind}"]["do"]
+                assert do["wdir"] == "../../../.." and f" {name} {unit} " in do["cmd"] and "${" not in str(do)
+        assert graph.target(f"{name}_render@x") == f"graph/{name}/render/x/dvc.yaml:{name}_render@x"
+        assert graph.target(f"{name}_render") == f"graph/{name}/render"  # a family: its folder, with -R
     assert set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]) == {"download", "claims", "report"}
     assert graph.target("report") == "report" and graph.study_of("download@mnist") is None
 
 
-def test_make_dag_removes_the_file_of_a_study_that_is_gone(tmp_path):
-    wanted = {"dvc.yaml": "", "graph/kept/dvc.yaml": ""}
+def test_no_stage_lists_a_dep_or_a_params_key_twice():
+    """Each stage lists exactly what it reads, each once: no padded foreach fields."""
+    for name, stage in _committed().items():
+        deps = stage.get("do", stage)["deps"]
+        assert len(deps) == len(set(deps)), name
+        for entry in stage.get("do", stage).get("params", []):
+            keys = next(iter(entry.values())) if isinstance(entry, dict) else [entry]
+            assert len(keys) == len(set(keys)), name
+
+
+def test_make_dag_removes_the_file_of_a_unit_that_is_gone(tmp_path):
+    wanted = {"dvc.yaml": "", "graph/s/train/kept/dvc.yaml": ""}
+    (tmp_path / "dvc.yaml").write_text(graph.GENERATED)
     for name, text in {"kept": graph.GENERATED, "gone": graph.GENERATED, "hand": "stages: {}\n"}.items():
-        (tmp_path / "graph" / name).mkdir(parents=True)
-        (tmp_path / "graph" / name / "dvc.yaml").write_text(text)
-    assert graph.stale_files(tmp_path, wanted) == ["graph/gone/dvc.yaml"]  # never a hand-written file
+        (tmp_path / "graph" / "s" / "train" / name).mkdir(parents=True)
+        (tmp_path / "graph" / "s" / "train" / name / "dvc.yaml").write_text(text)
+    assert graph.stale_files(tmp_path, wanted) == ["graph/s/train/gone/dvc.yaml"]  # never a hand-written file
 
 
 def test_code_deps_split_training_from_figures():
-    train, render = _deps("imprint_train"), _deps("imprint_render")
+    train, render = _deps("imprint_train@glyph-adam"), _deps("imprint_render@glyph")
     assert {"pipeline/studies/imprint/train.py", "pipeline/studies/imprint/training.py",
             "pipeline/studies/imprint/muon.py", "pipeline/studies/imprint/glyph.py", "pipeline/stage.py",
             "pipeline/config.py", "pipeline/records.py", "pipeline/io.py", "stages/train.py"} <= train
@@ -106,17 +125,11 @@ def test_every_listed_param_exists_in_the_file_dvc_reads_it_from():
     read_from = set()
     for name, stage in stages.items():
         do = stage.get("do", stage)
-        items = stage["foreach"] if isinstance(stage.get("foreach"), dict) else {}
         for entry in do.get("params", []):
             file, listed = next(iter(entry.items())) if isinstance(entry, dict) else ("params.yaml", [entry])
             read_from.add(file)
             for key in listed:
-                if "${item." in key:
-                    keys = {v[key[7:-1]] for v in items.values()}
-                elif "${item}" in key:
-                    keys = {key.replace("${item}", i) for i in stage["foreach"]}
-                else:
-                    keys = {key}
+                keys = {key.replace("${item}", i) for i in stage["foreach"]} if "${item}" in key else {key}
                 assert all(exists(file, k) and params_file(k) == file for k in keys), f"{name}: {file} {keys}"
     assert read_from == {"params.yaml", *(f"params/{n}.yaml" for n in registry.names())}
 
@@ -168,5 +181,5 @@ def test_every_study_has_a_params_section_and_stages():
     for name in registry.names():
         assert name in raw
         for fam in registry.load(name).families:
-            assert f"{name}_{fam.kind}" in stages
+            assert any(s.startswith(f"{name}_{fam.kind}@") for s in stages)
     parse_params(raw, studies=registry.names())  # no section without a study

@@ -96,14 +96,16 @@ def test_a_new_study_needs_only_its_folder_and_params_file(repo_copy, mlflow_uri
     (root / "params/tiny.yaml").write_text("tiny:\n  points: 50\n  seed: 0\n  slopes: {flat: 0.0, steep: 3.0}\n"
                                            "  profiles:\n    paper: {points: 500}\n")
     out = repo_copy.run("make", "-s", "dag", f"PY={sys.executable}")
-    assert "4 stages in 2 files for profile 'smoke'" in out.stdout
+    assert "4 stages in 4 files for profile 'smoke'" in out.stdout
+    units = ("train/flat", "train/steep", "render/fits")
     changed = repo_copy.run("git", "status", "--porcelain", "--untracked-files=all").stdout.split("\n")
     assert sorted(line[3:] for line in changed if line) == sorted([
-        "dvc.yaml", "params/tiny.yaml", *(f"pipeline/studies/tiny/{name}" for name in FILES), "graph/tiny/dvc.yaml"])
+        "dvc.yaml", "params/tiny.yaml", *(f"pipeline/studies/tiny/{name}" for name in FILES),
+        *(f"graph/tiny/{u}/dvc.yaml" for u in units)])
 
     stages = repo_copy.dvc("stage", "list", "--all", "--name-only").stdout.split()
-    assert sorted(stages) == sorted(["report", *(f"graph/tiny/dvc.yaml:{s}" for s in
-                                                 ("tiny_train@flat", "tiny_train@steep", "tiny_render@fits"))])
+    assert sorted(stages) == sorted(["report", *(f"graph/tiny/{u}/dvc.yaml:tiny_{u.replace('/', '@')}"
+                                                 for u in units)])
     repo_copy.dvc("repro")
 
     fits = {k: json.loads((root / f"artifacts/tiny/train/{k}/fit.json").read_text())["slope"]

@@ -230,6 +230,8 @@ def test_pytest_paths_exist():
 def stage_problem(target: str) -> str | None:
     """Why ``dvc repro <target>`` names nothing in the generated graph, else None."""
     path, _, stage = target.partition(":")
+    if path.startswith("graph/") and not path.endswith("dvc.yaml"):  # a folder of unit stage files (`-R`)
+        return None if any((ROOT / path).rglob("dvc.yaml")) else f"{path} holds no stage file"
     if not path.endswith(("dvc.yaml", ".dvc")):
         stage, path = path, "dvc.yaml"
     file = ROOT / path
@@ -274,7 +276,7 @@ def test_the_checks_catch_what_the_readmes_used_to_teach(tmp_path):
     """The refused and failing forms of issue 25 are caught, with the README and line named."""
     fake = tmp_path / "README.md"
     fake.write_text("x\n```bash\ndvc exp run -S profile=paper\ndvc exp run -S imprint.glyph=droid\n"
-                    "make nonsense && dvc repro graph/imprint/dvc.yaml:imprint_render@nope\n```\n")
+                    "make nonsense && dvc repro graph/imprint/render/nope/dvc.yaml:imprint_render@nope\n```\n")
     cmds = list(commands(fake))
     assert [c.line for c in cmds] == [3, 4, 5, 5]
     assert "make profile P=" in override_problem("profile=paper", tmp_path)
@@ -283,9 +285,11 @@ def test_the_checks_catch_what_the_readmes_used_to_teach(tmp_path):
     assert "does not exist" in override_problem("params/nope.yaml:nope.x=1", tmp_path)
     assert override_problem("params/imprint.yaml:imprint.profiles.smoke.epochs=5", tmp_path) is None
     assert override_problem("params/imprint.yaml:+imprint.profiles.paper.epochs=5", tmp_path) is None
-    assert "runs no `nope`" in stage_problem("graph/imprint/dvc.yaml:imprint_render@nope")
-    assert "no stage" in stage_problem("graph/imprint/dvc.yaml:imprint_nothing")
-    assert stage_problem("graph/imprint/dvc.yaml:imprint_render@glyph") is None
+    assert "does not exist" in stage_problem("graph/imprint/render/nope/dvc.yaml:imprint_render@nope")
+    assert "no stage" in stage_problem("graph/imprint/render/glyph/dvc.yaml:imprint_nothing")
+    assert "runs no `nope`" in stage_problem("graph/imprint/render/glyph/dvc.yaml:imprint_render@nope")
+    assert stage_problem("graph/imprint/render/glyph/dvc.yaml:imprint_render@glyph") is None
+    assert stage_problem("graph/imprint/render") is None and "holds no" in stage_problem("graph/imprint/nope")
     assert _modules(list(commands(fake))) == []
     fake.write_text("```bash\n.venv/bin/python -m pipeline.plan --profile paper\n```\n")
     assert [m for _, m in _modules(list(commands(fake)))] == ["pipeline.plan"]

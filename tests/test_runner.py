@@ -19,7 +19,7 @@ def test_git_state_is_the_head_commit_and_dirty_flag_of_one_call():
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo_root(), capture_output=True, text=True,
                           check=True).stdout.strip()
     changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                              ":(exclude)dvc.lock", ":(exclude,glob)graph/*/dvc.lock"], cwd=repo_root(),
+                              ":(exclude)dvc.lock", ":(exclude,glob)graph/**/dvc.lock"], cwd=repo_root(),
                              capture_output=True, text=True, check=True).stdout.strip()
     assert commit == head and dirty == bool(changed)
 
@@ -29,14 +29,14 @@ def test_lock_files_rewritten_by_dvc_do_not_make_the_workspace_dirty(tmp_path, m
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
                        capture_output=True)
 
-    for name in ("dvc.lock", "graph/s/dvc.lock", "graph/s/dvc.yaml", "code.py"):
+    for name in ("dvc.lock", "graph/s/k/u/dvc.lock", "graph/s/k/u/dvc.yaml", "code.py"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("a\n")
     git("init", "-q")
     git("add", "-A")
     git("commit", "-qm", "c")
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
-    for name, dirty in (("dvc.lock", False), ("graph/s/dvc.lock", False), ("graph/s/dvc.yaml", True),
+    for name, dirty in (("dvc.lock", False), ("graph/s/k/u/dvc.lock", False), ("graph/s/k/u/dvc.yaml", True),
                         ("code.py", True)):
         git("checkout", "-q", "--", ".")
         (tmp_path / name).write_text("b\n")
@@ -76,5 +76,6 @@ def test_timings_record_is_appended_only_when_asked(monkeypatch, tmp_path):
 
 def test_a_missing_upstream_output_names_the_dvc_target_that_builds_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match=r"run `dvc repro graph/imprint/dvc.yaml:imprint_train@nope`"):
+    target = "graph/imprint/train/nope/dvc.yaml:imprint_train@nope"
+    with pytest.raises(FileNotFoundError, match=f"run `dvc repro {target}`"):
         stage._reader("imprint")("train", "nope", "metrics.json")

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import ConfigError, load_section, parse_params, read_tree
-from pipeline.graph import target
+from pipeline.graph import targets
 from pipeline.studies.imprint.config import ImprintParams
 from pipeline.studies.imprint.glyph import DROID_FONT
 from tests.claims_slice import strict_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = tuple(target(s) for s in ("imprint_train", "imprint_extract", "imprint_render"))  # not `report`:
+STAGES = targets("imprint_train", "imprint_extract", "imprint_render")  # not `report`:
 # that would pull in every study
 TINY = {"imprint": {"spread": {"init_seeds": [0, 1]},
                     "profiles": {"smoke": {"epochs": 2, "n_train": 8192, "n_test": 1024}}}}

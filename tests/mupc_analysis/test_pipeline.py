@@ -8,7 +8,7 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.graph import target
+from pipeline.graph import target, targets
 from tests.claims_slice import strict_ledger
 
 TINY = {
@@ -19,7 +19,7 @@ TINY = {
     "theory_width": {"acts": ["linear", "tanh"], "params": ["mupc"], "widths": [1, 2], "plot_widths": [2],
                      "iters": 3, "eq_max_steps": 200},
 }
-STAGES = tuple(target(s) for s in ("mupc_analysis_extract", "mupc_analysis_render@F2", "mupc_analysis_render@F26"))
+STAGES = targets("mupc_analysis_extract", "mupc_analysis_render@F2", "mupc_analysis_render@F26")
 HESS = ("artifacts/mupc_analysis/train/hessian_init/linear/skips/standard_gauss_weight_init/mupc_param/"
         "activity_decay_0/0")
 

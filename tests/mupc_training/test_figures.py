@@ -329,9 +329,8 @@ def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeyp
     figs, head = draw("F99", synth)
     assert [f.id for f in figs] == ["F99_final_acc"] and figs[0].sources == [("train", "S1")]
     assert len(head["final_acc_per_act_lr"]) == len(figures.values(synth[1]["S1"], "act_lr")) > 1
-    stage = graph.stages(load_params())["mupc_training_render"]
-    item = stage["foreach"]["F99"]
-    assert "artifacts/mupc_training/train/S1" in [*stage["do"]["deps"], *item.values()]
-    assert not any(v.startswith("artifacts/") and v != "artifacts/mupc_training/train/S1" for v in item.values())
+    stage = graph.stages(load_params())["mupc_training_render@F99"]
+    assert [d for d in stage["deps"] if d.startswith("artifacts/")] == ["artifacts/mupc_training/train/S1"]
+    assert stage["cmd"] == "python -m stages.render mupc_training F99 --profile smoke"
     assert "F99" in registry.load(SECTION).family("render").units(registry.config(registry.load(SECTION),
                                                                                      load_params()))

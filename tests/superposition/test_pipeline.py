@@ -8,11 +8,11 @@ import sys
 import pytest
 from mlflow.tracking import MlflowClient
 
-from pipeline.graph import target
+from pipeline.graph import target, targets
 from pipeline.studies.superposition.claims import CLAIMS
 from tests.claims_slice import strict_ledger
 
-STAGES = [target(s) for s in ("superposition_train", "superposition_extract", "superposition_render")]
+STAGES = targets("superposition_train", "superposition_extract", "superposition_render")
 
 
 @pytest.mark.pipeline

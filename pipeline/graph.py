@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import functools
 import json
 import re
@@ -373,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
         write_bytes(root / path, wanted[path].encode())
     for path in extra:  # its dvc.lock stays: it records what was built, and DVC ignores it without the file
         (root / path).unlink()
+        with contextlib.suppress(OSError):  # a folder left empty goes (one with a lock stays)
+            (root / path).parent.rmdir()
     n = sum(len(s["foreach"]) if s.get("foreach") else 1 for s in stages(params).values())
     print(f"dvc.yaml: {n} stages in {len(wanted)} files for profile {params.profile!r}")
     committed = read_tree_at("HEAD")

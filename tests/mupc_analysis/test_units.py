@@ -19,7 +19,7 @@ from pipeline.studies.mupc.analysis import train as train_module
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 from pipeline.studies.mupc.analysis.extract import extract, spectral_drift
 from pipeline.studies.mupc.analysis.families import FAMILIES
-from pipeline.studies.mupc.analysis.figures import drawer, render
+from pipeline.studies.mupc.analysis.figures import _phase, drawer, render
 from pipeline.studies.mupc.analysis.layout import FWD_METRICS, fwd_key, hessian_configs, hessian_key, theory_key
 from tests.conftest import ROOT
 
@@ -333,6 +333,16 @@ def test_phase_diagram_figures(full_store, fam, panels):
         assert all(np.isfinite(im).any() for im in images)
         assert f.mpl.get_suptitle().endswith(f.id[len(fam) + 1:])
         plt.close(f.mpl)
+
+
+def test_a_phase_diagram_of_one_value_says_so_instead_of_a_rounding_noise_scale():
+    """O's κ is 1 in every cell (its spectrum is symmetric): the panel names the value, the scale spans ±5 %."""
+    fig, (a, b) = plt.subplots(1, 2)
+    _phase(a, np.array([[1.0, 1.0 + 2e-16], [1.0 - 1e-16, 1.0]]), [2, 4], [2, 4], "O: κ", False)
+    _phase(b, np.array([[1.0, 1.5], [2.0, 1.0]]), [2, 4], [2, 4], "D: κ", False)
+    assert a.get_title() == "O: κ (= 1 in every cell)" and a.images[0].get_clim() == pytest.approx((0.95, 1.05))
+    assert b.get_title() == "D: κ" and b.images[0].get_clim() == (1.0, 2.0)
+    plt.close(fig)
 
 
 def test_forward_pass_figures(full_store):

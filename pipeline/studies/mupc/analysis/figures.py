@@ -78,6 +78,12 @@ def _phase(ax: Any, grid: np.ndarray, Ns: list[int], Hs: list[int], title: str, 
         norm = LogNorm(vmin=lo, vmax=max(hi, lo * 1.0001))
         im = ax.imshow(np.where(data > 0, data, np.nan), origin="lower", cmap=cmap, norm=norm, aspect="auto")
     else:
+        finite = data[np.isfinite(data)]
+        if vmin is None and vmax is None and finite.size and np.ptp(finite) <= 1e-9 * np.abs(finite).max():
+            # one value in every cell (O's κ is 1: its spectrum is symmetric): say so, not a rounding-noise scale
+            c = float(finite.mean())
+            vmin, vmax = c - (0.05 * abs(c) or 1.0), c + (0.05 * abs(c) or 1.0)
+            title += f" (= {c:.4g} in every cell)"
         im = ax.imshow(data, origin="lower", cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax)
     ax.set_xticks(range(len(Hs)), [str(h) for h in Hs])
     ax.set_yticks(range(len(Ns)), [str(n) for n in Ns])
@@ -129,20 +135,22 @@ def render_f1(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     return figs
 
 
+def _extremes_row(axes: Any, cells: dict[tuple[int, int], dict[str, Any]], hp: HessianParams, prefix: str,
+                  label: str, kappa: str, log_k: bool) -> None:
+    """One row of phase diagrams over (N, H): λ_max, λ_min and κ of the cells' ``<prefix>lambda_max`` … keys."""
+    for ax, (key, name, log) in zip(axes, (("lambda_max", "λ_max", False), ("lambda_min", "λ_min", False),
+                                          ("kappa", kappa, log_k))):
+        _phase(ax, _grid_of(cells, hp.widths, hp.depths, prefix + key), hp.widths, hp.depths, f"{label}: {name}", log)
+
+
 def render_f2(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     hp = cfg.hessian
     figs = []
     for gk, configs in _hessian_groups(hp).items():
         fig, axes = plt.subplots(len(configs), 3, figsize=(13, 3.4 * len(configs)), squeeze=False, layout="constrained")
         for r, c in enumerate(configs):
-            cells = _cells(read, c)
-            log_k = not (c["param"] == "sp" and not c["skips"])
-            _phase(axes[r, 0], _grid_of(cells, hp.widths, hp.depths, "lambda_max"), hp.widths, hp.depths,
-                   f"{c['act']}: λ_max", False)
-            _phase(axes[r, 1], _grid_of(cells, hp.widths, hp.depths, "lambda_min"), hp.widths, hp.depths,
-                   f"{c['act']}: λ_min", False)
-            _phase(axes[r, 2], _grid_of(cells, hp.widths, hp.depths, "kappa"), hp.widths, hp.depths,
-                   f"{c['act']}: κ = |λmax|/|λmin|", log_k)
+            _extremes_row(axes[r], _cells(read, c), hp, "", c["act"], "κ = |λmax|/|λmin|",
+                          log_k=not (c["param"] == "sp" and not c["skips"]))
         fig.suptitle(f"H_z at init, extremes per (N, H) — {gk}")
         figs.append(_group_figure("F2", gk, fig, src, f"Phase diagrams of λ_max, λ_min and κ of H_z at init; {gk}. "
                                   "Methods per number in the cell summaries.", "H_num_max_eigen / min / cond_num"))
@@ -174,12 +182,7 @@ def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
         cells = _cells(read, c)
         fig, axes = plt.subplots(3, 3, figsize=(13, 10), squeeze=False, layout="constrained")
         for r, pre in enumerate(("D", "O", "H_theory")):
-            _phase(axes[r, 0], _grid_of(cells, hp.widths, hp.depths, f"{pre}_lambda_max"), hp.widths, hp.depths,
-                   f"{pre}: λ_max", False)
-            _phase(axes[r, 1], _grid_of(cells, hp.widths, hp.depths, f"{pre}_lambda_min"), hp.widths, hp.depths,
-                   f"{pre}: λ_min", False)
-            _phase(axes[r, 2], _grid_of(cells, hp.widths, hp.depths, f"{pre}_kappa"), hp.widths, hp.depths,
-                   f"{pre}: κ", pre != "O")
+            _extremes_row(axes[r], cells, hp, f"{pre}_", pre, "κ", log_k=pre != "O")
         fig.suptitle(f"Linear theory extremes — {gk}")
         figs.append(_group_figure("F4", gk, fig, src, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); {gk}.",
                            "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))

@@ -45,8 +45,7 @@ to shrink, and both starts must agree). At H = 32 λmax's 138 steps alone read �
   25–35 % less time (the projections against the whole basis read it at every step);
 * convergence checks instead of 200/50/60 fixed steps: 10–45 % fewer steps; with one start the check
   accepted a Ritz value 4.3e-4 below λmax (ReLU, H = 16: the second eigenvalue of the clustered top, on
-  which the value sat from step 50 to 100), hence two starts that must agree; the second column costs
-  0–30 % per step;
+  which the value sat from step 50 to 100), hence two starts that must agree (the second column's cost: below);
 * block Lanczos (one pass over the weights for k vectors; ReLU, H = 16, 3 runs): at equal time the error is
   far larger: k = 4 × 50 steps 1.2e-5, k = 8 × 30 1.6e-4, k = 16 × 20 1.1e-3, k = 32 × 12 3.9e-3, against
   one vector × 99 steps 1e-6: the clustered top needs a polynomial of degree ≈ 100, which a block does not
@@ -63,6 +62,19 @@ to shrink, and both starts must agree). At H = 32 λmax's 138 steps alone read �
   linear/ReLU use (one pass per application). Not built for tanh: factorising H_z needs its N×N blocks
   (2N³ per layer to form, ≈ 4N³ more for a block LDLᵀ), ≈ 26 GFLOP per run at H = 32, 3.5 s at the loaded
   core's measured 7.4 GFLOP/s (batched 512² dgemm), more than the LOBPCG it would replace;
+* reusing each W_ℓ from cache across several Krylov degrees (H_z is block-tridiagonal, so s products can run as
+  a wavefront over the layers; 2026-11-25, one pinned core, N = 512, ms per degree per run, min of 5): in torch
+  1.0–1.5× (H = 32, 3 runs: 13.6 now, 12.2 with both reads of W_ℓ in one pass per layer, 12.8–14.1 for s = 2–8
+  degrees per pass), most of it from the single pass, not the reuse: a 2-row product with a 512² matrix takes
+  137 µs from cache against 255 µs from memory, and only ≈ 8 MiB of the L3 is usable before the time rises. A
+  hand-written C wavefront (one run) reached 6.3 ms per degree at H = 32 (2.2× the module), still 0.9–1.3 s for
+  λmax's 140–200 steps. Not built: ≤ 1.3× in torch, and compiled code for the rest. Chebyshev moments from such
+  a wavefront (the modified Chebyshev algorithm, then the Jacobi matrix's top eigenvalue) break down by degree
+  80–120 unless the interval's top is within ≈ 0.1 % of λmax, which is what is being computed;
+* the second Lanczos start is not nearly free, as first thought: a product ``matvec`` with k = 2 columns takes
+  1.48–1.91× one with k = 1 (ReLU, 1 and 3 stacked runs, H = 8/16/32: 3.4 vs 1.8 ms per run at H = 8, 14.8 vs
+  9.1 ms at H = 32); MKL's products with 2 rows stream the weights at 8 GB/s against 12 GB/s for one row, and
+  the other layouts (W @ vᵀ, a transposed copy of W) are no faster. It stays: it is what catches the plateau;
 * linear H = 32, which needed the SciPy fallback before (one run): no run falls back now;
 * SP nets N = 128 (S1–S3, dense before): Krylov 0.16–0.8 s per run against dense 2.1–17.6 s at H = 16/32,
   error ≤ 3.8e-7; one case, tanh with skips at H = 32 (indefinite, λmin ≈ −0.013), needs ≈ 400 LOBPCG steps

@@ -250,7 +250,8 @@ def lanczos(op, v0: torch.Tensor, steps: Steps) -> tuple[torch.Tensor, torch.Ten
     The top of H_z's spectrum is clustered: from one start the Ritz value can sit on the second eigenvalue for
     50 steps before the first emerges (measured: 4.3e-4 below λmax at N = 512, H = 16, ReLU), and no
     convergence test sees that. Two starts whose values must agree catch it (the largest counts); the second
-    column costs 0–30 % of a step, since the products are bound by reading the weights.
+    column shares every read of the weights but still costs 50–90 % of a product on one CPU core (MKL streams
+    2-row products slower than 1-row ones; ``benchmarks/hessian_monitor.py``).
     No reorthogonalisation: in floating point the lost orthogonality only duplicates converged Ritz values,
     the largest still converges to λmax (Paige); measured at N = 512, H = 8/32 it matches full
     reorthogonalisation to 1e-15 with the same step counts, and saves the O(steps²·n) projections (a third of

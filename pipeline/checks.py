@@ -238,6 +238,12 @@ def at(mapping: Any, *, key: str, check: Check) -> Verdict:
     return check(mapping[key])
 
 
+def each_at(key: str, check: Check) -> Check:
+    """``check`` the value at ``key`` of every entry of a mapping (per seed, per run): the composition
+    ``each(check=at(key=…, check=…))``, returned as that partial so the ledger describes it the same way."""
+    return partial(each, check=partial(at, key=key, check=check))
+
+
 def agree(a: Any, b: Any, *, rel: float) -> Verdict:
     """|a − b| / max(|a|, |b|) ≤ rel: two curves end at the same level; measured: that spread."""
     x, y = number(a), number(b)

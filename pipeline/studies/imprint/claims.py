@@ -3,7 +3,7 @@ more under Muon, and the spectral norm of W2 moves as the seed's figure shows (s
 
 from functools import partial
 
-from pipeline.checks import at, at_least, close_to, drop_exceeds, each, exceeds, number, ratio_at_least, within
+from pipeline.checks import at_least, close_to, drop_exceeds, each_at, exceeds, number, ratio_at_least, within
 from pipeline.contract import FINDING, SANITY, Claim
 
 FINAL, SPREAD = "imprint_extract@final", "imprint_extract@seed_spread"
@@ -96,7 +96,7 @@ CLAIMS = (
           "Every run ends at the seed's test accuracy: at least 95.9 % (the seed's 96.6–97.3 % after 10 epochs, "
           "less the spec's 0.7-point tolerance at epoch 10).",
           ((FINAL, "runs"),),
-          partial(each, check=partial(at, key="final_test_acc", check=partial(at_least, threshold=FINAL_ACC))),
+          each_at("final_test_acc", partial(at_least, threshold=FINAL_ACC)),
           figures=("glyph", "random"), fails_on={"smoke": TEN_EPOCHS}, kind=FINDING),
     Claim("adam_norm_barely_moves", GLYPH_FIG,
           "From the glyph init, Adam barely moves the spectral norm of W2: it ends within 1.3 % of its initial "
@@ -107,7 +107,7 @@ CLAIMS = (
           "Before training every run is at chance: test accuracy at epoch 0 within 5–15 % (the seed: 8.74 and "
           "10.32 %; spec §3).",
           ((FINAL, "runs"),),
-          partial(each, check=partial(at, key="test_acc_epoch0", check=partial(within, lo=0.05, hi=0.15))),
+          each_at("test_acc_epoch0", partial(within, lo=0.05, hi=0.15)),
           figures=("glyph", "random"), kind=SANITY),
     Claim("glyph_norm_reference", "play_5_1 (the glyph bitmap)",
           "The stamped glyph (0.4 × bitmap) has the spectral norm of its construction: 45.862 "

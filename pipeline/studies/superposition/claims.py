@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from pipeline.checks import at, at_least, at_most, close_to, each, number, size_at_least, within
+from pipeline.checks import at, at_least, at_most, close_to, each, each_at, number, size_at_least, within
 from pipeline.contract import FINDING, SANITY, Claim
 
 UNTIED, TIED, SUMMARY = ("superposition_extract@untied", "superposition_extract@tied",
@@ -65,7 +65,7 @@ CLAIMS = (
     Claim("loss_never_rises", LOSS_FIG,
           "The untied loss never rises by more than 1e-6 from one epoch to the next, for every seed.",
           ((UNTIED, "final_geometry"),),
-          partial(each, check=partial(at, key="max_loss_increase", check=partial(at_most, threshold=1e-6))),
+          each_at("max_loss_increase", partial(at_most, threshold=1e-6)),
           figures=("summary",), kind=FINDING),
     Claim("plateau_then_drop", LOSS_FIG,
           "Some seeds plateau and then drop (the note's 'plateau … then look at what happens afterwards').",
@@ -89,7 +89,7 @@ CLAIMS = (
           "(> n = 2) features whose W_E column is longer than the longest column at init (0 at init by "
           "construction; the untrained draw already has ≈ 30 columns above 0.1).",
           ((UNTIED, "final_geometry"),),
-          partial(each, check=partial(at, key="features_above_init", check=partial(at_least, threshold=3))),
+          each_at("features_above_init", partial(at_least, threshold=3)),
           figures=("untied",), kind=FINDING),
     Claim("plateau_at_note_epochs", LOSS_FIG,
           "The note's plateau is where it says: some untied seed's detected plateau covers epochs 8,000–9,000.",
@@ -110,15 +110,14 @@ CLAIMS = (
           "every seed, each feature W_E embeds (column norm > 0.1) ends with its W_U row within 60° of its W_E "
           "column (cosine ≥ 0.5; the random init's worst feature is at ≈ −1).",
           ((UNTIED, "final_geometry"),),
-          partial(each, check=partial(at, key="w_u_alignment_min", check=partial(at_least, threshold=ALIGNMENT_FLOOR))),
+          each_at("w_u_alignment_min", partial(at_least, threshold=ALIGNMENT_FLOOR)),
           figures=("untied",), kind=FINDING),
     Claim("relu_m_diagonal_spread", RELU_M_FIG,
           "ReLU(M) reconstructs many features partially: every seed ends with at least 8 diagonal entries of "
           "ReLU(W_U·W_E) above 0.1 (the spec's rerun of seed 42: 16; at init 0–3), 4× the n = 2 a model without "
           "superposition reconstructs.",
           ((UNTIED, "final_geometry"),),
-          partial(each, check=partial(at, key="relu_m_diagonal_above",
-                                      check=partial(at, key="0.1", check=partial(at_least, threshold=DIAGONAL_FLOOR)))),
+          each_at("relu_m_diagonal_above", partial(at, key="0.1", check=partial(at_least, threshold=DIAGONAL_FLOOR))),
           figures=("untied",), kind=FINDING),
     Claim("m_deepens_after_note_epoch", M_FIG,
           "The note's comparison of M at epoch 8,500 with the end: after 8,500 the untied model pushes M's "

@@ -12,7 +12,19 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from pipeline.checks import at, at_least, at_most, cellwise, each, each_exceeds, exceeds, number, size_at_most, trend
+from pipeline.checks import (
+    at,
+    at_least,
+    at_most,
+    cellwise,
+    each,
+    each_at,
+    each_exceeds,
+    exceeds,
+    number,
+    size_at_most,
+    trend,
+)
 from pipeline.contract import FINDING, Claim
 
 TINY = ("smoke trains 32 iterations of width-16 nets on 2,048 images: accuracies sit near chance "
@@ -179,7 +191,7 @@ def bp_gap(cell: Any, *, most: float) -> tuple[bool, Any]:
 
 PC_MEASURED_F18, PC_MEASURED_F20 = (fam("F18"), "pc_measured"), (fam("F20"), "pc_measured")
 FALLS = partial(trend, axis="H", direction="down")
-ONE_OPTIMUM = partial(each, check=partial(at, key="distinct", check=partial(size_at_most, n=1)))
+ONE_OPTIMUM = each_at("distinct", partial(size_at_most, n=1))
 
 CLAIMS = (
     Claim("sp_sweep_picks_notebook_lrs", "F7 (test_accs_GD_{act}_{H}_n_hidden; spec §5.3, §8.1)",

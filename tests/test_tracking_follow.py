@@ -107,7 +107,9 @@ def test_follow_shows_a_running_stage_and_a_plain_sync_finishes_it(tmp_path, mon
             found = client.search_runs([exp.experiment_id], f"tags.`{RUN_KEY_TAG}` = '{key}'") if exp else []
             return found[0] if found else None
 
-        parent = _until(lambda: run(parent_key))  # the parent shows before any child has run
+        # the parent shows before any child has run; MLflow creates a run and logs its params in two calls,
+        # so a reader can see it for a moment without them: wait for the params too
+        parent = _until(lambda: (r := run(parent_key)) is not None and r.data.params and r)
         assert parent.info.status == "RUNNING" and parent.data.params == {"lr": "0.1"}
         go.touch()
         latencies = []

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sys
 
-import mlflow
 import pytest
 import yaml
 
 from pipeline.graph import target, targets
+
+# skips, rather than breaks, collection where MLflow is absent (a bare GPU machine's `pytest -m gpu`)
+mlflow = pytest.importorskip("mlflow")
 
 STAGES = targets("zero_init_train", "zero_init_extract", "zero_init_render")
 BUDGET = {"epochs": 1, "train_subset": 640, "test_subset": 500, "max_iters": None, "log_interval": 4}

@@ -20,6 +20,7 @@ returned.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import torch
@@ -43,22 +44,43 @@ def graphs_available(device: str | torch.device) -> bool:
     return torch.device(device).type == "cuda"
 
 
-def cuda_capture(fn: Callable[[], Outputs], warmup: int = 2) -> tuple[Callable[[], None], Outputs]:
-    """Capture ``fn`` in a CUDA graph (after ``warmup`` eager calls on the capture stream, which torch
-    needs for lazy initialisation); returns its replay and the static outputs a replay rewrites.
+def _cuda_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a CUDA device with its index (None: the current device)."""
+    dev = torch.device("cuda") if device is None else torch.device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"CUDA graphs need a CUDA device, not {dev}")
+    return dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
 
-    The warm-up calls run the iteration: the caller restores its state afterwards."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(warmup):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        out = fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    return graph.replay, out
+
+def cuda_capture(fn: Callable[[], Outputs], warmup: int = 2,
+                 device: str | torch.device | None = None) -> tuple[Callable[[], None], Outputs]:
+    """Capture ``fn`` in a CUDA graph on ``device`` (default: the current device), after ``warmup`` eager calls
+    on the capture stream, which torch needs for lazy initialisation; returns its replay and the static outputs
+    a replay rewrites.
+
+    The capture stream, the streams it waits on and the graph belong to ``device``, and all of it runs with
+    ``device`` current (``torch.cuda.graph`` and the graph take the current device): with the buffers on
+    cuda:1 and cuda:0 current, a stream of cuda:0 would capture nothing of the iteration's kernels. The replay
+    makes ``device`` current too. The warm-up calls run the iteration: the caller restores its state
+    afterwards."""
+    dev = _cuda_device(device)
+    with torch.cuda.device(dev):
+        stream = torch.cuda.Stream(device=dev)
+        stream.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(stream):
+            for _ in range(warmup):
+                fn()
+        torch.cuda.current_stream(dev).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            out = fn()
+        torch.cuda.current_stream(dev).wait_stream(stream)
+
+    def replay() -> None:
+        with torch.cuda.device(dev):
+            graph.replay()
+
+    return replay, out
 
 
 def compare(ref: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -> str | None:
@@ -82,15 +104,86 @@ def compare(ref: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -> str |
     return None
 
 
+# A stash stays on its device only with room to spare: STASH_SLACK × its size plus STASH_RESERVE bytes (the
+# iteration's temporaries, and cached memory the allocator cannot hand out in one piece).
+STASH_SLACK = 1.25
+STASH_RESERVE = 1 << 30
+
+
+def stash_fits(size: int, driver_free: int, reserved: int, allocated: int) -> bool:
+    """Whether copies of ``size`` bytes stay on their CUDA device (else they go to host memory).
+
+    Free to torch is what the driver has free (``torch.cuda.mem_get_info``, ``driver_free``) plus what torch's
+    caching allocator holds ``reserved`` but has not ``allocated``: the driver counts that as used, but torch
+    hands it out (and releases it to retry an allocation the driver refuses). Part of it may be split pieces
+    too small for one copy; the margin and :func:`_stash`'s fallback to the host cover that."""
+    free = driver_free + max(reserved - allocated, 0)
+    return free >= STASH_SLACK * size + STASH_RESERVE
+
+
+def _fits_on_device(dev: torch.device, size: int) -> bool:
+    """:func:`stash_fits` with the allocator's numbers for CUDA device ``dev``."""
+    return stash_fits(size, torch.cuda.mem_get_info(dev)[0], torch.cuda.memory_reserved(dev),
+                      torch.cuda.memory_allocated(dev))
+
+
+def _host_copies(tensors: Sequence[torch.Tensor], dev: torch.device) -> list[torch.Tensor]:
+    """Copies of ``tensors`` (on ``dev``) in host memory.
+
+    From a CUDA device into page-locked (pinned) memory: copies from and back to the device at full bus
+    speed, queued without waiting for each; then one wait for the device's current stream, on which they were
+    queued, so that the host copies are complete before anything reads them (the self-check reads its
+    reference on the host). Where page-locked memory runs out, that tensor goes to pageable memory (slower, the
+    same numbers). From the CPU: clones (no pinned memory is requested; a CPU-only torch has none)."""
+    if dev.type != "cuda":
+        return [t.clone() for t in tensors]
+    out = []
+    for t in tensors:
+        try:
+            h = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+        except RuntimeError:
+            h = torch.empty(t.shape, dtype=t.dtype)
+        h.copy_(t, non_blocking=True)
+        out.append(h)
+    torch.cuda.current_stream(dev).synchronize()
+    return out
+
+
 def _stash(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    """Copies of ``tensors``: on their device while it has room (with a margin), else in host memory."""
+    """Copies of ``tensors``: on their device while it has room (:func:`stash_fits`), else in host memory
+    (:func:`_host_copies`)."""
     if not tensors:
         return []
     dev = tensors[0].device
-    size = sum(t.numel() * t.element_size() for t in tensors)
-    if dev.type == "cuda" and torch.cuda.mem_get_info(dev)[0] < 1.25 * size + (1 << 30):
-        return [t.to("cpu", copy=True) for t in tensors]
-    return [t.clone() for t in tensors]
+    if dev.type != "cuda":
+        return [t.clone() for t in tensors]
+    if _fits_on_device(dev, sum(t.numel() * t.element_size() for t in tensors)):
+        try:
+            return [t.clone() for t in tensors]
+        except torch.cuda.OutOfMemoryError:  # counted as free, but not in pieces large enough
+            pass
+    return _host_copies(tensors, dev)
+
+
+def _rewritten(engine: PCEngine) -> list[torch.Tensor]:
+    """The engine's buffers that every iteration (:meth:`GroupIteration.device_work`: feed-forward, inference,
+    errors, weight gradients) writes before it reads them, so a saved state needs none of them.
+
+    - ``mu1``, ``z``, ``P`` (φ(z); ``z`` itself when linear), ``eps_out``: the feed-forward pass writes every
+      layer (``baddbmm`` with β = 0 ignores what was there, NaN included) before it reads any;
+    - ``E``: zeroed by the feed-forward pass (the layers below the inference front stay 0 from there);
+    - ``D`` (φ'(z)): the feed-forward pass writes the top layer; inference step t first forms φ'(z) on the top
+      min(t+1, H) layers (:meth:`PCEngine.errors`), the only ones its gradient reads;
+    - ``T``, ``G``: scratch of each inference step, written (``baddbmm`` β = 0, ``bmm``/``div`` into, copies,
+      ``zero_``) on every row the step then reads;
+    - ``gnorm``: row t written at step t; :meth:`PCEngine.n_converged` reads rows 0…T-1;
+    - ``_layer_norms``: zeroed at the start of inference following the front, else written whole each step;
+    - the inference Adam moments (``adam_m``/``adam_v``): zeroed at the start of inference.
+
+    What the next iteration does read is the weights and Adam's state (:meth:`GroupIteration._state`)."""
+    bufs = [engine.z, engine.E, engine.T, engine.G, engine.P, engine.mu1, engine.eps_out, engine.gnorm,
+            engine._layer_norms]
+    return bufs + [t for t in (engine.D, engine.adam_m, engine.adam_v) if t is not None]
 
 
 class GroupIteration:
@@ -169,21 +262,36 @@ class GroupIteration:
 
     # -- state
 
+    @property
+    def device(self) -> torch.device:
+        """The device of the iteration's buffers (with its index)."""
+        return self.x_buf.device
+
     def _state(self) -> list[torch.Tensor]:
+        """What an iteration reads from the previous ones: the weights, Adam's moments and step count, and
+        any engine buffer not in :func:`_rewritten` (none at present: the feed-forward pass starts afresh)."""
         opt = self.opt
         steps = [opt._step] if opt.fused else []
-        return [*self.store, *opt.m, *opt.v, *steps, *self.engine.buffers()]
+        skip = _rewritten(self.engine)
+        carried = [b for b in self.engine.buffers() if not any(b is s for s in skip)]
+        return [*self.store, *opt.m, *opt.v, *steps, *carried]
 
     def save(self) -> tuple[list[torch.Tensor], tuple[Any, ...]]:
-        """The iteration's whole state (device tensors and the host-side counters)."""
+        """The state the next iteration starts from (device tensors and the host-side counters). The engine's
+        buffers are not in it: every iteration rewrites them before reading them (:func:`_rewritten`)."""
         e = self.engine
         return _stash(self._state()), (self.opt.t, e.at_feedforward, e.reached)
 
     def restore(self, saved: tuple[list[torch.Tensor], tuple[Any, ...]]) -> None:
-        """Back to a :meth:`save`d state, in place (a captured graph keeps reading the same addresses)."""
+        """Back to a :meth:`save`d state, in place (a captured graph keeps reading the same addresses): the next
+        iteration gives the numbers it gave from there. The engine's buffers (its activities among them) keep
+        what the last iteration left until the next feed-forward pass rewrites them.
+
+        Copies back from pinned host memory are queued on the device's stream without a wait: what follows
+        on the device is ordered after them, and nothing writes the saved copies."""
         tensors, (t, at_ff, reached) = saved
-        for dst, src in zip(self._state(), tensors):
-            dst.copy_(src)
+        for dst, src in zip(self._state(), tensors, strict=True):
+            dst.copy_(src, non_blocking=src.is_pinned())
         self.opt.t, self.engine.at_feedforward, self.engine.reached = t, at_ff, reached
 
     def _observed(self, outs: list[Outputs]) -> dict[str, torch.Tensor]:
@@ -200,10 +308,17 @@ class GroupIteration:
 
     # -- the graph
 
+    def _current_device(self) -> AbstractContextManager[Any]:
+        """Makes the buffers' CUDA device current (nothing elsewhere)."""
+        dev = self.device
+        return torch.cuda.device(dev) if dev.type == "cuda" else nullcontext()
+
     def enable_graph(self, batches: Sequence[torch.Tensor], capture: Capture = cuda_capture) -> str | None:
         """Capture :meth:`device_work` and check it: from the current state, the iterations on ``batches``
         (indices [R, B] each; two, so a value frozen at capture shows) replayed must equal them run eagerly.
-        The state is restored afterwards either way. None when the graph is in use, else why not."""
+        The state is restored afterwards either way (:meth:`restore`). The capture runs with the buffers'
+        device current (``capture`` takes the iteration alone; :func:`cuda_capture` captures on the current
+        device). None when the graph is in use, else why not."""
         if not self.opt.fused:
             return "Adam is not the fused kernel (its bias corrections would be captured as constants)"
         saved = self.save()
@@ -218,7 +333,8 @@ class GroupIteration:
             self.restore(saved)
             self.opt.advance()  # the warm-up calls then take a real step count (not 0: 1 − β⁰ = 0)
             try:
-                replay, outputs = capture(self.device_work)
+                with self._current_device():
+                    replay, outputs = capture(self.device_work)
             except Exception as exc:  # any failure to capture means: train eagerly
                 first = (str(exc).strip().splitlines() or [""])[0]
                 return f"capture failed: {type(exc).__name__}: {first}"

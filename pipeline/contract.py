@@ -10,6 +10,7 @@ writers. ``make dag`` reads the declarations to write ``dvc.yaml`` (``pipeline.g
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,7 +41,9 @@ class Units:
     (:class:`Cost`, for ``make plan`` and the runner's plan line, which stops a stage estimated above 24 h
     before it starts), given the device it would run on and ``previous`` (a file of the unit's earlier,
     maybe interrupted, run; None when absent), so a resumable unit counts only what is left; it lives in a
-    light module, so planning imports no training code.
+    light module, so planning imports no training code. ``precision`` names the ``"module:function"`` that
+    says, given ``(cfg, unit, device)``, how the unit's float32 products compute (``tf32``, else full precision):
+    the runner sets it before it records the device, so ``meta.json`` and the MLflow tags say what ran.
     """
 
     names: Callable[[Any], Sequence[str]]
@@ -49,6 +52,7 @@ class Units:
     datasets: Datasets = lambda cfg, unit: ()
     run: str | None = None
     cost: str | None = None
+    precision: str | None = None
 
 
 @dataclass(frozen=True, init=False)
@@ -77,13 +81,14 @@ class Family:
 
     def __init__(self, kind: Kind, entry: str, units: Callable[[Any], Sequence[str]] | None = None,
                  params: Keys = ("*",), reads: Reads = lambda cfg, unit: (), datasets: Datasets = lambda cfg, unit: (),
-                 cost: str | None = None, *, kinds: Sequence[Units] = (), resumable: bool = False,
-                 metrics: bool = False, tables: tuple[str, ...] = (), probe: str | None = None) -> None:
+                 cost: str | None = None, precision: str | None = None, *, kinds: Sequence[Units] = (),
+                 resumable: bool = False, metrics: bool = False, tables: tuple[str, ...] = (),
+                 probe: str | None = None) -> None:
         if (units is None) == (not kinds):
             raise TypeError(f"Family({kind!r}): declare its units inline (units=...) or by kind (kinds=...), "
                             "not both")
         if units is not None:
-            kinds = (Units(units, params, reads, datasets, cost=cost),)
+            kinds = (Units(units, params, reads, datasets, cost=cost, precision=precision),)
         for name, value in (("kind", kind), ("entry", entry), ("kinds", tuple(kinds)), ("resumable", resumable),
                             ("metrics", metrics), ("tables", tables), ("probe", probe)):
             object.__setattr__(self, name, value)
@@ -117,10 +122,18 @@ class Family:
     def cost(self, cfg: Any, unit: str) -> str | None:
         return self.of(cfg, unit).cost
 
+    def precision(self, cfg: Any, unit: str, device: str) -> str | None:
+        """How ``unit``'s float32 products compute on ``device``; None: as torch's defaults leave them."""
+        declared = self.of(cfg, unit).precision
+        if declared is None:
+            return None
+        module, _, name = declared.partition(":")
+        return getattr(importlib.import_module(module), name)(cfg, unit, device)
+
     def modules(self) -> tuple[str, ...]:
         """The study modules a stage of this family loads: its entry, and its cost and probe modules."""
-        costs = (k.cost.partition(":")[0] for k in self.kinds if k.cost)
-        return tuple(dict.fromkeys(m for m in (self.entry, *costs, self.probe) if m))
+        light = (f.partition(":")[0] for k in self.kinds for f in (k.cost, k.precision) if f)
+        return tuple(dict.fromkeys(m for m in (self.entry, *light, self.probe) if m))
 
 
 @dataclass(frozen=True)

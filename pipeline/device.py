@@ -5,6 +5,10 @@ when torch sees a device, else the CPU. Asking for CUDA where there is none is b
 :class:`~pipeline.config.ConfigError` (exit 2, one line), never a traceback half-way through a stage.
 torch is asked only when the stage's code already imported it, so a stage that does not use torch
 never pays its import.
+
+The float32 matmul precision (TF32 on CUDA or not) is set and read here only, with torch's
+``fp32_precision`` switches: torch refuses to read its legacy flags (``allow_tf32``,
+``get_float32_matmul_precision``) once anything has used the new ones ("mix of legacy and new APIs").
 """
 
 from __future__ import annotations
@@ -83,10 +87,48 @@ def _driver() -> str:
     return out.splitlines()[0].strip() if out.strip() else "unknown"
 
 
+MATMUL_PRECISIONS = ("ieee", "tf32")  # full float32 products, or TF32 (CUDA only)
+
+
+def _fp32_backends(device: str) -> list[Any]:
+    """The ``fp32_precision`` switches that govern float32 products on ``device``: cuBLAS and cuDNN's
+    convolutions on CUDA, oneDNN's matmul on the CPU."""
+    torch = _torch()
+    if torch is None:
+        return []
+    b = torch.backends
+    return [b.cuda.matmul, b.cudnn.conv] if str(device).startswith("cuda") else [b.mkldnn.matmul]
+
+
+def _effective(switch: str) -> str:
+    """A switch's value with ``none`` (inherit) resolved through torch's global one, then ``ieee``."""
+    torch = _torch()
+    if switch == "none" and torch is not None:
+        switch = torch.backends.fp32_precision
+    return "ieee" if switch == "none" else switch
+
+
+def matmul_precision(device: str) -> str:
+    """How float32 matrix products compute on ``device`` now: ``ieee`` (full float32) or ``tf32``."""
+    backends = _fp32_backends(device)
+    return _effective(backends[0].fp32_precision) if backends else "ieee"
+
+
+def set_matmul_precision(device: str, precision: str) -> None:
+    """Make float32 products on ``device`` compute as ``precision`` says (``tf32``: CUDA only; anything
+    else, such as ``float32`` or ``float64``, means full precision). A no-op on the CPU, whose products
+    stay ``ieee``, and where torch is not loaded."""
+    if not str(device).startswith("cuda"):
+        return
+    value = "tf32" if precision == "tf32" else "ieee"
+    for backend in _fp32_backends(device):
+        backend.fp32_precision = value
+
+
 def describe(device: str) -> dict[str, Any]:
     """What ``device`` is, for ``meta.json`` and the MLflow tags: its name, torch's version, CUDA and
-    driver versions on a GPU, and the float32 matmul precision torch uses now (``highest``: full
-    float32 products; ``high``: TF32 on CUDA)."""
+    driver versions on a GPU, and how float32 products compute now (``float32_matmul``: ``ieee`` or
+    ``tf32``; set the stage's precision before describing it, so the record says what ran)."""
     torch = _torch()
     info: dict[str, Any] = {"device": device}
     if torch is None:
@@ -96,18 +138,17 @@ def describe(device: str) -> dict[str, Any]:
         index = int(device.partition(":")[2] or 0)
         props = torch.cuda.get_device_properties(index)
         info.update(name=props.name, capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda,
-                    driver=_driver(), memory_gib=round(props.total_memory / 2**30, 1),
-                    tf32_matmul=bool(torch.backends.cuda.matmul.allow_tf32))
+                    driver=_driver(), memory_gib=round(props.total_memory / 2**30, 1))
     else:
         info["name"] = _cpu_name()
-    info["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    info["float32_matmul"] = matmul_precision(device)
     return info
 
 
 def line(info: dict[str, Any]) -> str:
-    """One line for the stage's log: ``device: cuda (NVIDIA H100, CUDA 12.8, driver 570.1); float32 …``."""
+    """One line for the stage's log: ``device: cuda (NVIDIA H100, CUDA 13.0, driver 580.1); float32 …``."""
     if info.get("torch") is None:
         return f"device: {info['device']} ({info['name']}); torch not used"
     extra = f", CUDA {info['cuda']}, driver {info['driver']}" if str(info["device"]).startswith("cuda") else ""
     return (f"device: {info['device']} ({info['name']}{extra}); torch {info['torch']}; "
-            f"float32 matmul precision: {info['float32_matmul_precision']}")
+            f"float32 matmul: {info['float32_matmul']}")

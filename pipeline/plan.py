@@ -128,17 +128,18 @@ def _time(step: Callable[[], None]) -> float:
 
 @contextlib.contextmanager
 def _torch_state(device: str) -> Iterator[None]:
-    """A probe leaves torch as it found it: RNG, thread count, TF32 flags (a stage probes before it trains)."""
+    """A probe leaves torch as it found it: RNG, thread count, the float32 matmul precision (a stage probes
+    before it trains)."""
     torch = importlib.import_module("torch")
     threads = torch.get_num_threads()
-    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    precision = devices.matmul_precision(device)
     index = [int(device.partition(":")[2] or 0)] if device.startswith("cuda") else []
     try:
         with torch.random.fork_rng(devices=index):
             yield
     finally:
         torch.set_num_threads(threads)
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
+        devices.set_matmul_precision(device, precision)
 
 
 class Calibration:

@@ -142,6 +142,15 @@ def _weighted(bar: Any, iterable: Any, weight: Callable[[Any], float] | None,
 RenderWriter = Callable[..., Any]
 
 
+def device_record(p: Prepared) -> dict[str, Any]:
+    """Set the unit's declared float32 matmul precision on its device, then describe the device: the
+    record (``meta.json``, MLflow tags) says what the unit computes in, not torch's defaults."""
+    declared = p.family.precision(p.cfg, p.unit, p.device)
+    if declared is not None:
+        devices.set_matmul_precision(p.device, declared)
+    return devices.describe(p.device)
+
+
 def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     """Run a prepared unit and write what it returns; returns the final output.
 
@@ -156,7 +165,7 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     phash = params_hash(p.cfg)
     commit, dirty = git_state()
     tags = provenance_tags(study=study, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
-    hardware = devices.describe(p.device) if kind == "train" else None
+    hardware = device_record(p) if kind == "train" else None
     if hardware:  # where a training stage ran and at which float32 matmul precision
         tags = {**tags, **{f"device.{k}": str(v) for k, v in hardware.items() if v is not None}}
     tags = {**tags, "executor": p.executor}  # MLflow only: outputs are the same on every executor

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -45,9 +47,9 @@ def test_describe_names_the_cpu_torch_and_the_matmul_precision():
 
     info = device.describe("cpu")
     assert info["device"] == "cpu" and info["torch"] == torch.__version__ and info["name"]
-    assert info["float32_matmul_precision"] == torch.get_float32_matmul_precision()
+    assert info["float32_matmul"] == "ieee"
     text = device.line(info)
-    assert text.startswith("device: cpu (") and f"torch {torch.__version__}" in text and "precision: highest" in text
+    assert text.startswith("device: cpu (") and f"torch {torch.__version__}" in text and "float32 matmul: ieee" in text
 
 
 @pytest.mark.gpu
@@ -92,3 +94,85 @@ def test_a_study_device_param_asking_for_missing_cuda_exits_2(monkeypatch, capsy
     assert stage.main("train", ["superposition", "untied"]) == 2
     assert capsys.readouterr().err.strip() == f"error: {err.value}"
     assert json.dumps(device.describe("cpu"))  # provenance is JSON
+
+
+# ----------------------------------------------------------------------------- float32 matmul precision
+
+
+@pytest.fixture
+def fp32_switches():
+    """torch's fp32_precision switches as they were, afterwards."""
+    import torch
+
+    switches = (torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.mkldnn.matmul)
+    before = [s.fp32_precision for s in switches]
+    with pytest.MonkeyPatch.context() as mp:  # a CPU build cannot fork CUDA's RNG: the probe's guard, minus that
+        mp.setattr(torch.random, "fork_rng", lambda devices=(): contextlib.nullcontext())
+        yield
+    for s, v in zip(switches, before):
+        s.fp32_precision = v
+
+
+def _prepared_on_cuda(monkeypatch, unit: str):
+    """The real gpu_medium train unit ``unit`` of mupc_training, prepared as on a GPU (CPU torch, CUDA faked)."""
+    import dataclasses
+
+    import torch
+
+    from pipeline import stage
+    from pipeline.config import parse_params, read_tree
+
+    tree = read_tree()
+    tree["profile"] = "gpu_medium"
+    p = stage.prepare("train", "mupc_training", unit, params=parse_params(tree))
+    props = SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: props)
+    monkeypatch.setattr(device, "_driver", lambda: "580.65.06")
+    return dataclasses.replace(p, device="cuda")
+
+
+def test_a_tf32_sweeps_device_record_says_tf32(monkeypatch, fp32_switches):
+    """The record is made after the unit's declared precision is set: S7 trains in TF32 on CUDA, S9 in float64
+    (full-precision products), whatever torch's flags were before, and a plan probe in between (which
+    restores the flags it found) changes nothing."""
+    import torch
+
+    from pipeline import plan as planning
+    from pipeline import stage
+
+    seen: list[tuple[str, str]] = []
+    real = device.set_matmul_precision
+    monkeypatch.setattr(device, "set_matmul_precision", lambda d, prec: (seen.append((d, prec)), real(d, prec))[1])
+    torch.backends.cuda.matmul.fp32_precision = "ieee"  # torch's default state on a fresh process
+    s7 = _prepared_on_cuda(monkeypatch, "S7")
+    with planning._torch_state("cuda"):  # the runner's plan line probes first
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+    assert seen == [("cuda", "ieee")] and device.matmul_precision("cuda") == "ieee"  # the probe restored it
+    seen.clear()
+    record = stage.device_record(s7)
+    assert seen == [("cuda", "tf32")]
+    assert record["float32_matmul"] == "tf32" and torch.backends.cuda.matmul.fp32_precision == "tf32"
+    assert "float32 matmul: tf32" in device.line(record) and "CUDA" in device.line(record)
+    record = stage.device_record(_prepared_on_cuda(monkeypatch, "S9"))
+    assert record["float32_matmul"] == "ieee" and seen[-1] == ("cuda", "float64")
+
+
+def test_precision_switches_never_mix_torchs_legacy_and_new_apis(fp32_switches):
+    """torch raises ("mix of legacy and new APIs") when its legacy TF32 flags are read after the new
+    ``fp32_precision`` switches were set: every place that sets or reads them goes through pipeline.device."""
+    import torch
+
+    from pipeline import plan as planning
+    from pipeline.studies.mupc.training import train as train_mod
+
+    torch.backends.cuda.matmul.fp32_precision = "ieee"  # as a library using the new API would leave it
+    with planning._torch_state("cuda"):
+        train_mod.set_precision("cuda", "tf32")
+        assert device.matmul_precision("cuda") == "tf32"
+        assert device.describe("cpu")["float32_matmul"] == "ieee"
+    assert device.matmul_precision("cuda") == "ieee"  # the probe restored what it found
+    legacy = re.compile(r"allow_tf32\s*=|backends\.cud\w*(\.matmul)?\.allow_tf32|float32_matmul_precision\(")
+    offenders = [f"{path}:{n}" for top in ("pipeline", "stages", "benchmarks")
+                 for path in sorted((repo_root() / top).rglob("*.py"))
+                 for n, text in enumerate(path.read_text().splitlines(), 1) if legacy.search(text)]
+    assert offenders == []

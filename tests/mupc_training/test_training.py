@@ -398,16 +398,18 @@ def test_each_sweep_trains_in_its_reference_scripts_precision():
 
 
 def test_the_precision_reaches_torch():
-    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    switches = (torch.backends.cuda.matmul, torch.backends.cudnn.conv)
+    before = [s.fp32_precision for s in switches]
     try:
         train_mod.set_precision("cuda:0", "tf32")
-        assert torch.backends.cuda.matmul.allow_tf32 and torch.get_float32_matmul_precision() == "high"
+        assert [s.fp32_precision for s in switches] == ["tf32", "tf32"]
         train_mod.set_precision("cuda", "float32")
-        assert not torch.backends.cuda.matmul.allow_tf32 and torch.get_float32_matmul_precision() == "highest"
+        assert [s.fp32_precision for s in switches] == ["ieee", "ieee"]
         train_mod.set_precision("cpu", "tf32")  # nothing to set on a CPU
-        assert not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
     finally:
-        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+        for s, v in zip(switches, before):
+            s.fp32_precision = v
 
 
 def test_a_sweep_dtype_that_is_not_a_dtype_is_refused_before_compute():

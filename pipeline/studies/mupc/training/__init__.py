@@ -34,8 +34,9 @@ STUDY = Study(
     families=(
         Family("train", entry="pipeline.studies.mupc.training.train", units=lambda cfg: list(cfg.sweep_ids),
                params=train_keys, datasets=lambda cfg, unit: cfg.sweeps[unit].datasets(), resumable=True,
-               tables=("runs.csv",),
-               cost="pipeline.studies.mupc.training.cost:train_cost", probe="pipeline.studies.mupc.training.probe"),
+               tables=("runs.csv",), cost="pipeline.studies.mupc.training.cost:train_cost",
+               precision="pipeline.studies.mupc.training.sweeps:unit_precision",
+               probe="pipeline.studies.mupc.training.probe"),
         Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(FAMILIES),
                params=render_keys, metrics=True,
                reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),

@@ -42,6 +42,11 @@ def precision(dtype: str, allow_tf32: bool, device: str) -> str:
     return "tf32" if allow_tf32 and str(device).startswith("cuda") else "float32"
 
 
+def unit_precision(cfg: TrainingParams, sweep_id: str, device: str) -> str:
+    """What sweep ``sweep_id``'s products compute in on ``device`` (the train family's declared precision)."""
+    return precision(sweep_dtype(cfg, sweep_id), cfg.allow_tf32, device)
+
+
 def resolve_T(T: int | str, H: int) -> int:
     """``"H"`` → H (T = H, the μPC and SP-baseline runs), else the integer itself."""
     return H if T == "H" else int(T)

@@ -10,6 +10,7 @@ The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, and the figu
       dtype: float32                          # sweeps without a dtype of their own
       allow_tf32: true                        # CUDA: float32 products in TF32 (false: full float32)
       cuda_graphs: true                       # CUDA: replay each group's iteration from a CUDA graph
+      hessian_dense_max_n: {cpu: 1024, cuda: 1024}   # dense eigvalsh of H_z up to n = N·H, per device type
       sweeps:
         S1:
           kind: pc                            # pc | bp
@@ -31,10 +32,10 @@ of its blocks; ``T: ["H"]`` means T = H. For BP sweeps ``param_lrs`` are the BP 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from pipeline.config import bounded, check
+from pipeline.config import ConfigError, bounded, check, params_file
 from pipeline.studies.mupc.training.families import FAMILIES
 
 SWEEP_IDS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "B1", "B2")
@@ -190,6 +191,29 @@ class FiguresParams:
 
 # ----------------------------------------------------------------------------- the section
 
+DENSE_MAX_N_KEY = "mupc_training.hessian_dense_max_n"
+
+
+@dataclass(frozen=True)
+class DenseMaxN:
+    """The Hessian monitor's dense crossover per device type: one batched ``eigvalsh`` of H_z up to n = N·H,
+    the Krylov extremes above. Where it lies depends on the device (measured on one CPU core: 1,024), so
+    every device type a stage may run on needs its own value."""
+
+    cpu: int = bounded(1, None)
+    cuda: int = bounded(1, None)
+
+    def for_device(self, device: str) -> int:
+        """The value for ``device`` ('cpu', 'cuda' or 'cuda:<n>': its type counts)."""
+        kind = str(device).partition(":")[0]
+        if kind not in DEVICE_TYPES:
+            raise ConfigError(f"{params_file(DENSE_MAX_N_KEY)}: {DENSE_MAX_N_KEY} has no value for device "
+                              f"{device!r}; allowed devices: 'cpu', 'cuda' or 'cuda:<n>'")
+        return int(getattr(self, kind))
+
+
+DEVICE_TYPES = tuple(f.name for f in fields(DenseMaxN))
+
 
 @dataclass(frozen=True)
 class TrainingParams:
@@ -206,7 +230,8 @@ class TrainingParams:
     # CUDA only: capture each group's training iteration in a CUDA graph and replay it (checked against
     # eager first; eager where the check fails). Each run's config.json records whether its group used one
     cuda_graphs: bool = True
-    hessian_dense_max_n: int = bounded(1, None, default=1024)  # dense eigvalsh up to this n = N·H
+    # dense eigvalsh of H_z up to this n = N·H, per device type (the stage picks its device's: for_device)
+    hessian_dense_max_n: DenseMaxN = field(default_factory=lambda: DenseMaxN(cpu=1024, cuda=1024))
     train_loss_log_every: int = bounded(1, None, default=1)  # MLflow subsampling of train_loss
 
     def check(self, path: str) -> None:

@@ -17,9 +17,9 @@ but the calibration times whole steps, so its time is in the estimate. With B = 
   (:func:`evaluation_flops`);
 * one BP iteration: feed-forward and backward, 3 feed-forwards (:func:`bp_iteration_flops`);
 * the Hessian monitor (``metrics: hessian``), per run at initialisation and at every evaluation
-  (:func:`hessian_flops`, n = N·H): the blocks, then up to ``hessian_dense_max_n`` a dense ``eigvalsh``
-  (4n³/3, eigenvalues only; ≈ 9n³ with eigenvectors), above it the structured extremes (Lanczos and a
-  banded Cholesky, O(nN²)); the counts are ``pipeline/studies/mupc/cost.py``'s.
+  (:func:`hessian_flops`, n = N·H): the blocks, then up to ``hessian_dense_max_n`` (the value for the device
+  estimated for) a dense ``eigvalsh`` (4n³/3, eigenvalues only; ≈ 9n³ with eigenvectors), above it the
+  structured extremes (Lanczos and a banded Cholesky, O(nN²)); the counts are ``pipeline/studies/mupc/cost.py``'s.
 
 Iterations per epoch: ``n_train // 64`` (drop_last; ``data.n_train``, null = the 60,000 images of either
 dataset). Every run is counted for all its iterations: runs that stop early (diverged, no learning) cost
@@ -95,8 +95,9 @@ def test_images(cfg: TrainingParams) -> int:
     return (cfg.data.n_test or SPLIT["test"]) // EVAL_BATCH * EVAL_BATCH
 
 
-def run_flops(cfg: TrainingParams, rc: RunConfig) -> tuple[float, float]:
-    """(training with its evaluations, Hessian monitor) FLOPs of one run for all its iterations."""
+def run_flops(cfg: TrainingParams, rc: RunConfig, device: str = "cpu") -> tuple[float, float]:
+    """(training with its evaluations, Hessian monitor) FLOPs of one run for all its iterations on ``device``
+    (the monitor's route depends on it: the device's ``hessian_dense_max_n``)."""
     its = iterations(cfg, rc)
     evals = its // rc.test_every
     evaluation = evals * evaluation_flops(rc.N, rc.H, test_images(cfg))
@@ -105,19 +106,20 @@ def run_flops(cfg: TrainingParams, rc: RunConfig) -> tuple[float, float]:
     step = iteration_flops(rc.N, rc.H, rc.T, rc.batch_size, front=not rc.activity_decay)[1]
     hess = 0.0
     if rc.metrics == "hessian":
-        hess = (1 + evals) * hessian_flops(rc.N, rc.H, hessian_method(rc.N, rc.H, cfg.hessian_dense_max_n))
+        method = hessian_method(rc.N, rc.H, cfg.hessian_dense_max_n.for_device(device))
+        hess = (1 + evals) * hessian_flops(rc.N, rc.H, method)
     return its * step + evaluation, hess
 
 
-def group_flops(cfg: TrainingParams, group: Sequence[RunConfig]) -> float:
-    """FLOPs of one stacked group (the progress bar of the sweep counts these)."""
-    return sum(sum(run_flops(cfg, rc)) for rc in group)
+def group_flops(cfg: TrainingParams, group: Sequence[RunConfig], device: str = "cpu") -> float:
+    """FLOPs of one stacked group on ``device`` (the progress bar of the sweep counts these)."""
+    return sum(sum(run_flops(cfg, rc, device)) for rc in group)
 
 
-def group_work(cfg: TrainingParams, group: Sequence[RunConfig], prec: str) -> list[Work]:
-    """The work of one stacked group: its training steps (with evaluations) and its Hessian monitor."""
+def group_work(cfg: TrainingParams, group: Sequence[RunConfig], prec: str, device: str) -> list[Work]:
+    """The work of one stacked group on ``device``: its training steps (with evaluations) and its Hessian monitor."""
     rc, R = group[0], len(group)
-    flops = [run_flops(cfg, r) for r in group]
+    flops = [run_flops(cfg, r, device) for r in group]
     threads = cfg.threads
     if rc.kind == "bp":
         shape = {"N": rc.N, "H": rc.H, "runs": R, "precision": prec, "threads": threads}
@@ -129,7 +131,7 @@ def group_work(cfg: TrainingParams, group: Sequence[RunConfig], prec: str) -> li
                     "pc_step", shape, sum(f[0] for f in flops))]
     hess = sum(f[1] for f in flops)
     if hess:
-        method = hessian_method(rc.N, rc.H, cfg.hessian_dense_max_n)
+        method = hessian_method(rc.N, rc.H, cfg.hessian_dense_max_n.for_device(device))
         out.append(Work(f"Hessian monitor N={rc.N} H={rc.H} ({method}, float64)", "hessian",
                         {"N": rc.N, "H": rc.H, "method": method, "threads": threads}, hess))
     return out
@@ -145,7 +147,7 @@ def train_cost(cfg: TrainingParams, unit: str, device: str, previous: Callable[[
     groups = stack_groups(todo, cfg.max_stack)
     merged: dict[str, Work] = {}
     for group in groups:
-        for w in group_work(cfg, group, settings["precision"]):
+        for w in group_work(cfg, group, settings["precision"], device):
             key = f"{w.probe}:{sorted(w.shape.items())}"
             merged[key] = Work(w.label, w.probe, w.shape, merged[key].flops + w.flops) if key in merged else w
     done = len(runs) - len(todo)

@@ -26,11 +26,14 @@ Each iteration is checked every ``CHECK`` steps from its minimum on: an extreme'
 over the last ``HISTORY`` steps plus the geometric tail that move implies (the iterations converge
 monotonically; for Lanczos also the spread of its starts), and each run keeps its value at the first check
 where the estimate is at most ``TOL`` = 1e-6 (the goal against dense), so its number does not depend on its
-stack-mates; the iteration ends when every run is settled (one host synchronisation per check on CUDA). A run
-still above ``TOL`` at the maximum is redone by the previous route on the CPU (dense up to n = 4,096, else
-SciPy Lanczos and a banded-Cholesky shift-invert; the method string then says so). The Krylov start vectors
-are drawn on the CPU from a fixed seed, so a rerun gives the same numbers and CPU and CUDA runs agree to the
-tolerance.
+stack-mates; the iteration ends when every run is settled (one host synchronisation per check on CUDA). The
+iterations' small eigen-problems (Lanczos' tridiagonals at each check, LOBPCG's 3×3 Rayleigh–Ritz each step)
+are solved batched on the host copy and only their results go back to the device (:func:`_on_host`): one
+synchronisation per Lanczos check (which synchronises anyway) and per LOBPCG step, where cuSOLVER's eigh
+synchronised per matrix. A run still above ``TOL`` at the maximum is redone by the previous route on the CPU
+(dense up to n = 4,096, else SciPy Lanczos and a banded-Cholesky shift-invert; the method string then says
+so). The Krylov start vectors are drawn on the CPU from a fixed seed, so a rerun gives the same numbers and
+CPU and CUDA runs agree to the tolerance.
 
 The cost is memory-bound: every step reads the hidden weights twice (N²·(H−1) float64 per run per read) at
 the core's streaming bandwidth, and λmax needs 85–210 steps (the training README and
@@ -39,6 +42,7 @@ the core's streaming bandwidth, and λmax needs 85–210 steps (the training REA
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -72,7 +76,7 @@ HISTORY = 10  # the error estimate compares an extreme with its values HISTORY a
 TOL = 1e-6  # error estimate (relative) at which an extreme is accepted: the goal against dense
 # Batched eigvalsh is cheaper than the Krylov route only for small n: at n = 2,048 (N = 128, H = 16, one loaded
 # core) dense took 2.1–2.8 s per run and the Krylov route 0.16–0.56 s; at n = 4,096 (N = 512, H = 8) dense 4 s
-# and more. The monitor's default and the params' ``hessian_dense_max_n``.
+# and more. The monitor's default (the CPU's: the params' ``hessian_dense_max_n`` has a value per device type).
 DENSE_CROSSOVER_N = 1024
 FALLBACK_DENSE_MAX_N = 4096  # a run redone: dense up to here, else SciPy Lanczos + banded Cholesky (CPU)
 _SEED = 20_240_611
@@ -172,8 +176,34 @@ class GramInverse:
 def _start(R: int, H: int, N: int, k: int, like: torch.Tensor, salt: int) -> torch.Tensor:
     """Deterministic start vectors [R, H, k, N], drawn on the CPU (the same on every device)."""
     g = torch.Generator().manual_seed(_SEED + salt)
-    v = torch.randn(R, H, k, N, generator=g, dtype=torch.float64).to(device=like.device, dtype=like.dtype)
+    v = torch.randn(R, H, k, N, generator=g, dtype=torch.float64).to(like)  # like's device and dtype
     return v / _norm(v)
+
+
+def _on_host(solve: Callable[[torch.Tensor], torch.Tensor], a: torch.Tensor) -> torch.Tensor:
+    """``solve(a)`` computed on the host copy of the small ``a``, returned on ``a``'s device.
+
+    The Krylov iterations' eigen-problems are tiny (tridiagonals up to ``LANCZOS_STEPS.max``, LOBPCG's 3×3
+    Gram matrices) and batched over the runs: cuSOLVER would solve them one matrix at a time with a host
+    synchronisation each, while the host solves them at once after one transfer each way (the iteration
+    synchronises at its checks anyway). On the CPU both transfers are no-ops: the same solver, the same bits."""
+    return solve(a.cpu()).to(a.device)
+
+
+def _top_ritz(entries: torch.Tensor) -> torch.Tensor:
+    """The largest eigenvalue of each tridiagonal given as ``entries`` [..., 2m-1] (its diagonal, then its
+    off-diagonal); NaN where the diagonal is not finite (a non-finite run)."""
+    m = (entries.shape[-1] + 1) // 2
+    a, b = entries[..., :m], entries[..., m:]
+    t = torch.diag_embed(a) + torch.diag_embed(b, 1) + torch.diag_embed(b, -1)
+    t = torch.where(torch.isfinite(t), t, 0.0)
+    top = torch.linalg.eigvalsh(t)[..., -1]
+    return torch.where(torch.isfinite(a).all(-1), top, float("nan"))
+
+
+def _smallest_ritz_vector(g: torch.Tensor) -> torch.Tensor:
+    """The coefficients [R, d] of the smallest eigenpair of each symmetric g [R, d, d]."""
+    return torch.linalg.eigh(g)[1][:, :, 0]
 
 
 def _norm(v: torch.Tensor) -> torch.Tensor:
@@ -264,12 +294,12 @@ def lanczos(op, v0: torch.Tensor, steps: Steps) -> tuple[torch.Tensor, torch.Ten
     reorth = n <= steps.max
     steps = Steps(min(steps.min, n), min(steps.max, n)) if reorth else steps
     dims = (1, 3)  # a vector per run and column: [R, H, k, N]
-    basis = torch.empty(steps.max + 1, *v0.shape, dtype=v0.dtype, device=v0.device) if reorth else None
+    basis = v0.new_empty(steps.max + 1, *v0.shape) if reorth else None
     q, q_prev = v0, torch.zeros_like(v0)
     if basis is not None:
         basis[0] = q
-    alpha = torch.empty(R, k, steps.max, dtype=v0.dtype, device=v0.device)
-    beta = torch.zeros(R, k, steps.max, dtype=v0.dtype, device=v0.device)
+    alpha = v0.new_empty(R, k, steps.max)
+    beta = v0.new_zeros(R, k, steps.max)
     tiny = torch.finfo(v0.dtype).tiny ** 0.5
     lost = 1e3 * torch.finfo(v0.dtype).eps
     checks = _Checks(alpha[:, 0, 0], steps)
@@ -291,12 +321,8 @@ def lanczos(op, v0: torch.Tensor, steps: Steps) -> tuple[torch.Tensor, torch.Ten
         if basis is not None:
             basis[j + 1] = q
         m = j + 1
-        if checks.due(m):
-            t = torch.diag_embed(alpha[..., :m]) + torch.diag_embed(beta[..., :m - 1], 1) \
-                + torch.diag_embed(beta[..., :m - 1], -1)
-            t = torch.where(torch.isfinite(t), t, 0.0)  # a non-finite run: NaN below
-            top = torch.linalg.eigvalsh(t)[..., -1]  # [R, k]
-            top = torch.where(torch.isfinite(alpha[..., :m]).all(-1), top, float("nan"))
+        if checks.due(m):  # the tridiagonal's entries to the host, its top Ritz values [R, k] back
+            top = _on_host(_top_ritz, torch.cat([alpha[..., :m], beta[..., :m - 1]], -1))
             if checks.add(m, top, exact=basis is not None and m == n):
                 break
     return checks.value, checks.err, checks.last
@@ -337,8 +363,7 @@ def lobpcg_min(f: Factors, prec, x0: torch.Tensor, steps: Steps) -> tuple[torch.
         g = torch.where(torch.isfinite(g), 0.5 * (g + g.mT), 0.0)  # a non-finite run: NaN later
         big = 1e6 * (g.abs().amax(dim=(1, 2)) + 1.0)  # a dropped direction is never the smallest
         g = g + torch.diag_embed(torch.stack(dead, -1) * big.unsqueeze(-1))
-        _, c = torch.linalg.eigh(g)  # [R, d, d]
-        c0 = c[:, :, 0]  # the smallest Ritz pair's coefficients [R, d]
+        c0 = _on_host(_smallest_ritz_vector, g)  # the smallest Ritz pair's coefficients [R, d]
         coef = [c0[:, i].view(-1, 1, 1, 1) for i in range(len(basis))]
         p = sum(ci * b_ for ci, b_ in zip(coef[1:], basis[1:]))
         hp = sum(ci * hb for ci, hb in zip(coef[1:], hbasis[1:]))

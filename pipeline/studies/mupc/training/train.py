@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 
 from pipeline.contract import Context, Output, Run
+from pipeline.device import set_matmul_precision
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.cost import group_flops
@@ -131,10 +132,9 @@ _DATA: dict[tuple[Any, ...], DataSet] = {}  # per process: the datasets its grou
 def set_precision(device: str, prec: str) -> None:
     """Make torch compute float32 products as ``prec`` says on ``device`` (TF32 exists only on CUDA).
 
-    Set per task: one process (a Ray worker) may train groups of sweeps with other precisions."""
-    if str(device).startswith("cuda"):
-        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
-        torch.backends.cudnn.allow_tf32 = prec == "tf32"
+    Set per task: one process (a Ray worker) may train groups of sweeps with other precisions. The
+    runner sets the unit's declared precision too (the train family's ``precision``), before it records the device."""
+    set_matmul_precision(device, prec)
 
 
 def train_task(task: GroupTask) -> tuple[list[RunResult], float, float]:
@@ -170,8 +170,8 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     base = {**settings, "device": str(device), "git_commit": ctx.provenance["git_commit"],
             "data_sha256": ctx.provenance["data_sha256"], "profile": ctx.profile}
     _DATA.clear()  # a stage loads its data afresh (Ray workers keep theirs for the groups they train)
-    # only a sweep that monitors H_z reads (and declares) the dense crossover; the others never use it
-    dense_max_n = cfg.hessian_dense_max_n if cfg.sweeps[unit].metrics == "hessian" else 0
+    # only a sweep that monitors H_z reads (and declares) the dense crossover (its device's); the others never use it
+    dense_max_n = cfg.hessian_dense_max_n.for_device(str(device)) if cfg.sweeps[unit].metrics == "hessian" else 0
     tasks = [GroupTask(tuple(group), cfg.data.n_train, cfg.data.n_test, str(device), dtype,
                        dense_max_n, cfg.threads, prec, cfg.cuda_graphs) for group in groups]
     trained: list[str] = []
@@ -180,7 +180,7 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     where: dict[int, dict[str, Any]] = {}  # group -> where it ran (provenance: the run record, MLflow)
     finished = ctx.map(train_task, tasks, gpus=0 if str(device).startswith("cpu") else 1, where=where)
     placed: list[dict[str, Any]] = []
-    flops = [group_flops(cfg, group) for group in groups]  # the bar counts FLOPs (its ETA), runs after it
+    flops = [group_flops(cfg, group, str(device)) for group in groups]  # the bar counts FLOPs (its ETA), runs after it
     runs_done = [0]
 
     def runs_note(item: tuple[int, Any]) -> str:

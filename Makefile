@@ -9,15 +9,24 @@ BIN := $(CURDIR)/$(VENV)/bin
 export PATH := $(BIN):$(PATH)
 export MPLBACKEND := Agg
 # Which torch build set-up installs, decided here only: CUDA (requirements-cuda.lock) where nvidia-smi
-# reports a driver version of at least 580 (PyPI's torch 2.13.0 is a CUDA 13 build), else CPU
-# (requirements.lock). `make setup TORCH=cpu|cuda` overrides.
-MIN_DRIVER := 580
+# reports a driver version of at least 580.65.06, compared in full (PyPI's torch 2.13.0 is a CUDA 13 build),
+# else CPU (requirements.lock), with a warning where nvidia-smi exists but fails or prints no version.
+# `make setup TORCH=cpu|cuda` overrides.
+MIN_DRIVER := 580.65.06
 ifeq ($(origin TORCH),undefined)
-DRIVER := $(shell v=$$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null) \
-  && grep -m1 -oE '^[0-9]+\.[0-9]' <<<"$$v" | cut -d. -f1)
-TORCH := $(if $(DRIVER),$(shell [ $(DRIVER) -ge $(MIN_DRIVER) ] && echo cuda || echo cpu),cpu)
-ifeq ($(TORCH)$(if $(DRIVER),y),cpuy)
-$(warning NVIDIA driver $(DRIVER) is older than $(MIN_DRIVER), which the locked CUDA 13 torch needs: the CPU build is installed (update the driver, or TORCH=cuda to force))
+# nothing without nvidia-smi; else "new|old VERSION" (the first GPU's driver) or "none STATUS OUTPUT"
+NVSMI := $(shell command -v nvidia-smi >/dev/null 2>&1 || exit 0; \
+  out=$$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>&1); rc=$$?; \
+  v=$$(head -n1 <<<"$$out" | tr -d ' \r' | grep -xE '[0-9]+(\.[0-9]+)*'); \
+  if [ $$rc -ne 0 ] || [ -z "$$v" ]; then echo "none $$rc $$out"; \
+  elif [ "$$(printf '%s\n' $(MIN_DRIVER) "$$v" | sort -V | head -n1)" = $(MIN_DRIVER) ]; then echo "new $$v"; \
+  else echo "old $$v"; fi)
+TORCH := $(if $(filter new,$(firstword $(NVSMI))),cuda,cpu)
+ifeq ($(firstword $(NVSMI)),old)
+$(warning NVIDIA driver $(word 2,$(NVSMI)) is older than $(MIN_DRIVER), which the locked CUDA 13 torch needs: the CPU build is installed (update the driver, or TORCH=cuda to force))
+endif
+ifeq ($(firstword $(NVSMI)),none)
+$(warning nvidia-smi failed or printed no driver version (exit $(word 2,$(NVSMI)), printed: $(or $(wordlist 3,$(words $(NVSMI)),$(NVSMI)),nothing)): the CPU build is installed (fix the driver, or TORCH=cuda to force))
 endif
 endif
 ifneq ($(words $(TORCH)) $(words $(filter cpu cuda,$(TORCH))),1 1)
@@ -28,7 +37,7 @@ LOCK := $(if $(filter cuda,$(TORCH)),requirements-cuda.lock,requirements.lock)
 STAMP := $(VENV)/.installed-$(TORCH)
 
 .PHONY: setup system-packages lock repro test lint ui bench dag profile mlflow-server mlflow-stop cluster-2node \
-  cluster-2node-stop
+  cluster-2node-stop gpu-check gpu-data
 
 setup: $(STAMP) system-packages
 
@@ -136,3 +145,15 @@ cluster-2node: setup
 
 cluster-2node-stop:
 	cluster/ray-2node stop
+
+# First contact with CUDA (benchmarks/gpu_check.py): on a GPU machine with the system's torch (no .venv,
+# dvc, mlflow or plotly needed), `make gpu-check OUT=<dir>` runs the gpu tests, the Hessian crossover,
+# benchmarks/pc_gpu.py and two gpu_medium sweeps, and writes OUT/summary.txt and summary.json; without CUDA
+# it says so in one line. The sweeps read MNIST's idx .gz files from gpu-data/mnist: `make gpu-data` writes
+# them on a machine that can fetch MNIST (copy the folder along to a machine that cannot).
+GPU_PY ?= python3
+gpu-check:
+	$(GPU_PY) benchmarks/gpu_check.py $(if $(OUT),--out $(OUT)) $(GPU_CHECK_ARGS)
+
+gpu-data: setup
+	$(BIN)/python benchmarks/gpu_check.py --write-mnist gpu-data/mnist

@@ -1,13 +1,16 @@
 """PC training on CUDA: eager against CUDA graphs, one run against stacks, TF32 off and on, set-up apart.
 
-    .venv/bin/python benchmarks/pc_gpu.py                        # the paper's shapes (< 8 minutes on an H100)
-    .venv/bin/python benchmarks/pc_gpu.py --shapes 512:8:8 --stacks 1 8 --target 0.2 --no-float64   # a quick look
+    python3 benchmarks/pc_gpu.py            # quick: three shapes, stacks 1/8/64 (sized for about 2 minutes)
+    python3 benchmarks/pc_gpu.py --paper    # the paper's shapes and stacks 1/8/32/64 (several minutes)
+    python3 benchmarks/pc_gpu.py --shapes 512:8:8 --stacks 1 8 --target 0.2 --no-float64   # one look
 
 Needs torch and numpy only (the engine's modules; nothing of DVC, MLflow or plotting). Without CUDA it says
 so and exits 0.
 
-Per shape ``N:H:T`` (default the paper's: N = 512 with H ∈ {8, 32, 128}, T = H; N = 128, H = 8, T = 500;
-μPC, ReLU, skips, B = 64, GD inference, synthetic MNIST-shaped data) and runs per stack R, one group is
+Per shape ``N:H:T`` (``--paper``: N = 512 with H ∈ {8, 32, 128}, T = H, and N = 128, H = 8, T = 500; the
+default leaves out H = 128, whose 64-run stack alone draws 2·10⁹ weights on one CPU thread and computes
+70 TFLOP per iteration; μPC, ReLU, skips, B = 64, GD inference, synthetic MNIST-shaped data) and runs
+per stack R, one group is
 set up as the trainer sets one up (``iteration.GroupIteration``: weights from each run's seed, buffers),
 then, for TF32 off and on (float32 data), the steady state is timed eagerly and replayed from a CUDA
 graph (capture and the trainer's self-check timed apart), and float64 (``--float64``: the float64
@@ -34,11 +37,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -46,6 +50,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pipeline.device import set_matmul_precision  # noqa: E402
 from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig  # noqa: E402
 from pipeline.studies.mupc.iteration import GroupIteration  # noqa: E402
 from pipeline.studies.mupc.model import NetSpec, init_weights  # noqa: E402
@@ -53,7 +58,11 @@ from pipeline.studies.mupc.model import NetSpec, init_weights  # noqa: E402
 B, D, D_Y, N_TRAIN = 64, 784, 10, 4096
 DEVICE = "cuda"  # a module constant so the code path can be walked on a CPU (with its capture failing)
 PAPER_SHAPES = ["512:8:8", "512:32:32", "512:128:128", "128:8:500"]
+PAPER_STACKS = [1, 8, 32, 64]
+QUICK_SHAPES = ["512:8:8", "512:32:32", "128:8:500"]
+QUICK_STACKS = [1, 8, 64]
 FLOAT64_SHAPES = ["128:8:500", "512:8:8"]  # the float64 sweeps: S1–S5 (N = 128, T = 500) and S9 (N = 512, T = H)
+QUICK_FLOAT64_SHAPES = ["512:8:8"]
 
 
 def flop_count() -> Callable[..., tuple[float, float]]:
@@ -87,7 +96,7 @@ def sync() -> None:
 
 def matmul_peak(dtype: torch.dtype, tf32: bool, n: int, reps: int = 10) -> float:
     """FLOP/s of the best of ``reps`` n×n ``torch.matmul`` calls (the card's matrix-product peak in practice)."""
-    torch.backends.cuda.matmul.allow_tf32 = tf32
+    set_matmul_precision(DEVICE, "tf32" if tf32 else "float32")
     a = torch.randn(n, n, device=DEVICE, dtype=dtype)
     b = torch.randn(n, n, device=DEVICE, dtype=dtype)
     c = torch.empty(n, n, device=DEVICE, dtype=dtype)
@@ -158,7 +167,7 @@ def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: f
     rows = []
     for prec in precisions:
         row = Row(N, H, T, R, prec, setup_s=setup)
-        torch.backends.cuda.matmul.allow_tf32 = prec == "tf32"
+        set_matmul_precision(DEVICE, prec)
         it.replay, it.outputs = None, None
         row.eager_its = R * steady(it, orders, target)
         sync()
@@ -219,17 +228,31 @@ def paper_estimate(rows: list[Row], flops: Callable[..., tuple[float, float]]) -
     return out
 
 
-def main() -> int:
+def finite(value: object) -> object:
+    """``value`` with every NaN or infinity replaced by None (strict JSON)."""
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", nargs="+", default=PAPER_SHAPES, help="N:H:T settings (float32, TF32 off and on)")
-    ap.add_argument("--stacks", nargs="+", type=int, default=[1, 8, 32, 64], help="runs per stack")
-    ap.add_argument("--float64", nargs="*", default=FLOAT64_SHAPES, help="N:H:T settings timed in float64")
+    ap.add_argument("--paper", action="store_true", help="the paper's shapes and stacks (default: the quick ones)")
+    ap.add_argument("--shapes", nargs="+", help="N:H:T settings (float32, TF32 off and on)")
+    ap.add_argument("--stacks", nargs="+", type=int, help="runs per stack")
+    ap.add_argument("--float64", nargs="*", help="N:H:T settings timed in float64")
     ap.add_argument("--no-float64", action="store_true", help="skip the float64 settings")
     ap.add_argument("--float64-stacks", nargs="+", type=int, default=[1, 8], help="runs per stack in float64")
     ap.add_argument("--tf32", choices=["both", "on", "off"], default="both")
     ap.add_argument("--target", type=float, default=0.5, help="seconds of steady state timed per setting")
     ap.add_argument("--peak-n", type=int, default=8192, help="matrix size of the peak measurement")
-    a = ap.parse_args()
+    ap.add_argument("--json", type=Path, help="also write every row and the peaks to this JSON file")
+    a = ap.parse_args(argv)
+    a.shapes = a.shapes or (PAPER_SHAPES if a.paper else QUICK_SHAPES)
+    a.stacks = a.stacks or (PAPER_STACKS if a.paper else QUICK_STACKS)
+    a.float64 = a.float64 if a.float64 is not None else (FLOAT64_SHAPES if a.paper else QUICK_FLOAT64_SHAPES)
     if not torch.cuda.is_available():
         print("pc_gpu: no CUDA device (torch.cuda.is_available() is False); nothing measured")
         return 0
@@ -255,6 +278,9 @@ def main() -> int:
             got = bench_group(N, H, T, R, ps, a.target)
         except torch.OutOfMemoryError:
             got = [Row(N, H, T, R, p, note="out of memory") for p in ps]
+        except Exception as exc:  # one failing setting is a finding, not the end of the measurement
+            why = (str(exc).strip().splitlines() or [""])[0][:200]
+            got = [Row(N, H, T, R, p, note=f"failed: {type(exc).__name__}: {why}") for p in ps]
         torch.cuda.empty_cache()
         for r in got:
             rows.append(r)
@@ -263,9 +289,22 @@ def main() -> int:
             print(f"{N:>4} {H:>3} {T:>3} {R:>3} {r.precision:>7} | {r.setup_s:>7.2f} {r.capture_s:>9.2f} | "
                   f"{r.eager_its:>10.1f} {r.graph_its:>10.1f} {r.graph_its / r.eager_its:>10.2f}x | "
                   f"{tf:>7.2f} {100 * tf * 1e12 / peak[r.precision]:>5.1f} | {r.note}", flush=True)
-    for line in paper_estimate(rows, flops):
+    estimate = paper_estimate(rows, flops)
+    for line in estimate:
         print(line)
-    print(f"benchmark took {time.perf_counter() - t_start:.0f} s")
+    took = time.perf_counter() - t_start
+    print(f"benchmark took {took:.0f} s")
+    if a.json:
+        def record(r: Row) -> dict:
+            best = r.graph_its if r.graph_ok else r.eager_its
+            tflops = best * flops(r.N, r.H, r.T)[1] / 1e12
+            return {**asdict(r), "graph_over_eager": r.graph_its / r.eager_its if r.graph_ok else None,
+                    "tflops": tflops, "pct_peak": 100 * tflops * 1e12 / peak[r.precision]}
+
+        out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "seconds": took,
+               "peak_tflops": {k: v / 1e12 for k, v in peak.items()}, "rows": [record(r) for r in rows],
+               "paper_estimate": estimate}
+        a.json.write_text(json.dumps(finite(out), indent=1))
     return 0
 
 

@@ -1,5 +1,6 @@
-"""Set-up picks the torch build from nvidia-smi: the CUDA lock where it reports a driver version, the
-CPU lock elsewhere. Checked with `make -n` (nothing is installed or downloaded) and a fake nvidia-smi
+"""Set-up picks the torch build from nvidia-smi: the CUDA lock where it reports a driver version of at least
+580.65.06 (compared in full), the CPU lock elsewhere, with a warning where nvidia-smi exists but fails, prints
+no version or an older one. Checked with `make -n` (nothing is installed or downloaded) and a fake nvidia-smi
 first on PATH, so the rule is tested on a machine without a GPU, and a GPU machine's own nvidia-smi
 never decides a case."""
 
@@ -38,14 +39,19 @@ def _env(tmp_path: Path, nvidia_smi: str | None) -> dict[str, str]:
     return env
 
 
-def _dry_run(tmp_path: Path, nvidia_smi: str | None, *args: str, cwd: Path = ROOT) -> list[str]:
-    """The commands `make -n setup` would run (-B: as if the venv were stale, so the sync shows)."""
+def _make(tmp_path: Path, nvidia_smi: str | None, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`make -n setup` (-B among ``args``: as if the venv were stale, so the sync shows), which must succeed."""
     proc = subprocess.run(
         ["make", "--no-print-directory", "-n", *args, "setup"],
         cwd=cwd, env=_env(tmp_path, nvidia_smi), capture_output=True, text=True, timeout=30,
     )
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout.splitlines()
+    return proc
+
+
+def _dry_run(tmp_path: Path, nvidia_smi: str | None, *args: str, cwd: Path = ROOT) -> list[str]:
+    """The commands `make -n setup` would run."""
+    return _make(tmp_path, nvidia_smi, *args, cwd=cwd).stdout.splitlines()
 
 
 def _sync(lines: list[str]) -> list[str] | None:
@@ -78,16 +84,45 @@ def test_no_driver_picks_the_cpu_lock(tmp_path: Path, nvidia_smi: str) -> None:
 
 
 def test_a_driver_too_old_for_the_cuda_13_torch_picks_the_cpu_lock_and_says_so(tmp_path: Path) -> None:
-    proc = subprocess.run(["make", "--no-print-directory", "-n", "-B", "setup"], cwd=ROOT,
-                          env=_env(tmp_path, "echo 550.54.15"), capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 0, proc.stderr
+    proc = _make(tmp_path, "echo 550.54.15", "-B")
     _assert_installs(proc.stdout.splitlines(), CPU_LOCK)
-    assert "NVIDIA driver 550 is older than 580" in proc.stderr
+    assert "NVIDIA driver 550.54.15 is older than 580.65.06" in proc.stderr
+
+
+@pytest.mark.parametrize("version", ["580.65.06", "580.95.05", "581.0"])
+def test_the_full_driver_version_is_compared_cuda(tmp_path: Path, version: str) -> None:
+    proc = _make(tmp_path, f"echo {version}", "-B")
+    _assert_installs(proc.stdout.splitlines(), CUDA_LOCK)
+    assert "nvidia" not in proc.stderr.lower(), proc.stderr  # no warning
+
+
+def test_the_full_driver_version_is_compared_cpu(tmp_path: Path) -> None:
+    """580.65.05 is a 580 driver, yet older than the 580.65.06 that CUDA 13 needs."""
+    proc = _make(tmp_path, "echo 580.65.05", "-B")
+    _assert_installs(proc.stdout.splitlines(), CPU_LOCK)
+    assert "NVIDIA driver 580.65.05 is older than 580.65.06" in proc.stderr and "TORCH=cuda" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("nvidia_smi", "printed"),
+    [(NO_DRIVER, "couldn't communicate with the NVIDIA driver"), ("exit 9", "exit 9"), ("echo '[N/A]'", "[N/A]")],
+    ids=["no-driver", "exit-9", "n/a"],
+)
+def test_an_nvidia_smi_without_a_version_picks_the_cpu_lock_and_says_so(
+    tmp_path: Path, nvidia_smi: str, printed: str
+) -> None:
+    proc = _make(tmp_path, nvidia_smi, "-B")
+    _assert_installs(proc.stdout.splitlines(), CPU_LOCK)
+    warning = proc.stderr
+    assert "nvidia-smi" in warning and printed in warning, warning
+    assert "CPU build is installed" in warning and "TORCH=cuda" in warning, warning
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has an nvidia-smi")
 def test_without_nvidia_smi_the_cpu_lock(tmp_path: Path) -> None:
-    _assert_installs(_dry_run(tmp_path, None, "-B"), CPU_LOCK)
+    proc = _make(tmp_path, None, "-B")
+    _assert_installs(proc.stdout.splitlines(), CPU_LOCK)
+    assert "nvidia" not in proc.stderr.lower(), proc.stderr  # no nvidia-smi: silently
 
 
 def test_torch_overrides_the_choice(tmp_path: Path) -> None:

@@ -1,0 +1,97 @@
+"""``make gpu-check`` and ``benchmarks/pc_gpu.py`` where there is no GPU: one line and exit 0; the summary's
+parsing of the stage's own log lines; the benchmark's quick default sized for about two minutes."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from pipeline.paths import repo_root
+
+ROOT = repo_root()
+
+
+def _module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_make_gpu_check_without_cuda_says_so_in_one_line(tmp_path):
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)}
+    out = subprocess.run(["make", "-s", "gpu-check", f"OUT={tmp_path / 'out'}"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu-check: no CUDA here:"), out.stdout
+    assert not (tmp_path / "out").exists()  # nothing measured, nothing written
+
+
+def test_pc_gpu_without_cuda_measures_nothing():
+    out = subprocess.run([sys.executable, "benchmarks/pc_gpu.py"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    assert out.returncode == 0 and out.stdout.startswith("pc_gpu: no CUDA device"), out.stdout + out.stderr
+
+
+# lines as the train stage and the runner's plan print them (mupc_training train.py, pipeline/plan.py)
+S7_LOG = """\
+[mupc_training_train@S7] plan: 120 runs in 15 groups, 336 TFLOP; estimate 2 h 24 min (calibrated on cuda: NVIDIA \
+H100 80GB HBM3); all 120 runs; tf32; upper bound: runs that stop early cost less
+[mupc_training_train@S7] device: cuda (NVIDIA H100 80GB HBM3, CUDA 13.0, driver 580.159.04); torch 2.11.0; float32 \
+matmul: tf32
+[mupc_training_train@S7] group 1/15: 8 runs N=64 H=8 linear mnist in 10.2 s; {'finished': 8}
+[mupc_training_train@S7] group 3/15: 8 runs N=64 H=8 relu mnist in 11.0 s; {'finished': 8}
+"""
+
+
+def test_the_summary_reads_the_stage_log(tmp_path, monkeypatch):
+    gc = _module("gpu_check")
+    monkeypatch.setattr(gc, "sweep_plan", lambda ws, unit: {"runs": 120, "todo": 120, "groups": [8] * 15,
+                                                             "group_flops": [1.0, 3.0, 2.0] + [4.0] * 12,
+                                                             "precision": "tf32"})
+    monkeypatch.setattr(gc, "run_limited", lambda cmd, log, limit, env=None: (
+        log.write_text(S7_LOG), {"rc": -15, "seconds": 30.0, "cut_at_limit": True, "limit_s": limit})[1])
+    r = gc.sweep(tmp_path, tmp_path / "ws", {}, "S7", 30)
+    assert r["plan_estimate"] == "2 h 24 min" and r["plan_calibrated_on"] == "cuda: NVIDIA H100 80GB HBM3"
+    assert [g["group"] for g in r["groups_done"]] == [1, 3] and r["runs_trained_now"] == 16
+    assert r["flops_done"] == 3.0 and r["flops_todo"] == 54.0
+    assert r["extrapolated_seconds"] == round(21.2 * 54 / 3, 1)
+    text = gc.summary_text({"machine": {"git_commit": "abc", "gpu": "G", "capability": "9.0", "memory_gib": 80,
+                                        "multiprocessors": 132, "torch": "2.11", "cuda": "13.0", "nvidia_smi": "x"},
+                            "seconds": 31.0, "sweeps": {"S7": r}})
+    assert "16 trained in 30.0 s (cut at its limit; it resumes)" in text and "plan's estimate 2 h 24 min" in text
+
+
+def _model_seconds(pc: ModuleType, shapes: list[str], stacks: list[int], f64_shapes: list[str],
+                   f64_stacks: list[int], target: float = 0.5) -> float:
+    """pc_gpu.py's time on an H100 by its FLOP count: per setting, the eager and the graph timings (each
+    ``target`` seconds, at least five iterations), the capture and its check (seven iterations) and 1 s of
+    fixed cost; per group, its weights drawn in float64 on one CPU thread (1e8 normals per second). Products
+    at half the card's peak: float32 30, TF32 200, float64 30 TFLOP/s (H100 SXM: 67, 495, 67)."""
+    rate = {"float32": 30e12, "tf32": 200e12, "float64": 30e12}
+    flops = pc.flop_count()
+    total = 0.0
+    for shapes_, stacks_, precs in ((shapes, stacks, ["float32", "tf32"]), (f64_shapes, f64_stacks, ["float64"])):
+        for shape in shapes_:
+            N, H, T = (int(v) for v in shape.split(":"))
+            for R in stacks_:
+                total += R * (pc.D * N + (H - 1) * N * N + pc.D_Y * N) / 1e8
+                for p in precs:
+                    it = R * flops(N, H, T)[1] / rate[p]
+                    total += 2 * max(target, 5 * it) + 7 * it + 1.0
+    return total
+
+
+def test_pc_gpu_quick_default_fits_about_two_minutes_and_the_paper_is_one_flag_away():
+    pc = _module("pc_gpu")
+    quick = _model_seconds(pc, pc.QUICK_SHAPES, pc.QUICK_STACKS, pc.QUICK_FLOAT64_SHAPES, [1, 8])
+    paper = _model_seconds(pc, pc.PAPER_SHAPES, pc.PAPER_STACKS, pc.FLOAT64_SHAPES, [1, 8])
+    assert quick <= 120, quick
+    assert paper > 120, paper  # the paper's shapes would not fit: why they are one flag away, not the default
+    assert "512:128:128" in pc.PAPER_SHAPES and "512:128:128" not in pc.QUICK_SHAPES

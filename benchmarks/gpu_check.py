@@ -82,6 +82,9 @@ def machine(torch: Any) -> dict[str, Any]:
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                                 timeout=10).stdout.strip() or "unknown"
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=30).stdout.strip()
+        commit += " (with uncommitted changes)" if changed else ""
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
     return {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": props.name,

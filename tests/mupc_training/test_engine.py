@@ -101,3 +101,18 @@ def test_mupc_multipliers():
     legacy = multipliers(NetSpec(D=784, N=512, H=8, d_y=10, skips=False, param="mupc",
                                  legacy_noskip_branch_scale=True))
     assert legacy.a_hid == pytest.approx((512 * 9) ** -0.5)
+
+
+def test_stacked_weights_are_the_same_drawn_in_parallel_or_one_seed_after_another(monkeypatch):
+    """init_weights draws its seeds in threads: each from its own generator, so the numbers are the serial ones."""
+    from pipeline.studies.mupc.model import NetSpec, init_weights
+
+    for init in ("standard_gauss", "orthogonal", "standard"):
+        spec = NetSpec(D=20, N=8, H=4, d_y=3, act="tanh", skips=True, param="mupc", init=init)
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+        serial = init_weights(spec, [3, 1, 4, 1, 5])
+        monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+        parallel = init_weights(spec, [3, 1, 4, 1, 5])
+        assert all(torch.equal(a, b) for a, b in zip(serial.tensors(), parallel.tensors())), init
+        one = init_weights(spec, [4])
+        assert all(torch.equal(a[2], b[0]) for a, b in zip(parallel.tensors(), one.tensors()))

@@ -269,7 +269,7 @@ def test_the_dense_crossover_is_refused_on_load_unless_a_positive_integer_per_de
 
 def test_the_params_give_every_device_type_its_dense_crossover():
     cfg = _training_cfg()
-    assert cfg.hessian_dense_max_n == DenseMaxN(cpu=hm.DENSE_CROSSOVER_N, cuda=2048)  # measured on an H100 (params comment)
+    assert cfg.hessian_dense_max_n == DenseMaxN(cpu=hm.DENSE_CROSSOVER_N, cuda=2048)  # H100-measured
     assert DEVICE_TYPES == ("cpu", "cuda")
     merged = _training_cfg({"cpu": 7, "cuda": 11}, override={"cuda": 13})  # a profile overrides one device's
     assert merged.hessian_dense_max_n == DenseMaxN(cpu=7, cuda=13)

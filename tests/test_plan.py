@@ -22,7 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test calibrates into its own cache folder."""
+    """Every test calibrates into its own cache folder, in an empty workspace of its own: a plan counts the
+    runs a workspace has already trained, and the checkout's (after `make repro`) must not change a verdict."""
+    workspace = tmp_path / "workspace"
+    (workspace / "params").mkdir(parents=True)
+    for f in [ROOT / "params.yaml", *(ROOT / "params").glob("*.yaml")]:
+        (workspace / f.relative_to(ROOT)).write_text(f.read_text())
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(workspace))
     monkeypatch.setenv(plan.CACHE_ENV, str(tmp_path / "plan-cache"))
     monkeypatch.delenv(plan.ALLOW_LONG_ENV, raising=False)
     return tmp_path / "plan-cache"

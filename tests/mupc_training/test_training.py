@@ -373,6 +373,29 @@ def test_mupc_smoke_run_learns_mnist(data_mirror):
     assert res.arrays["batch_train_losses"][-1] < res.arrays["batch_train_losses"][0]
 
 
+def test_a_resumed_sweep_writes_what_an_uninterrupted_one_writes(tmp_path, monkeypatch):
+    """How a run was stacked is how it was executed (the run record), not what it is: a run retrained alone
+    after an interruption writes the bytes it wrote in a stack of two."""
+    cfg = training_cfg(tiny_raw())
+    data = synthetic(n_train=256, n_test=128, D=784)
+    monkeypatch.setattr(train_mod, "load_dataset", lambda name, n_train, n_test, device, dtype: DataSet(
+        data.x_train.to(dtype), data.y_train.to(dtype), data.x_test.to(dtype), data.y_test.to(dtype), data.subset))
+    out = tmp_path / "S9"
+    out.mkdir()
+    runs = expand(cfg, "S9")
+    parts, _ = drive(context(out, cfg, "S9"), out)
+    assert [p.execution["group_size"] for p in parts] == [2, 2, 1]  # max_stack 2: where the stacking is kept
+    before = {f.relative_to(out): f.read_bytes() for f in sorted(out.rglob("*")) if f.is_file()}
+    for f in (out / "runs" / runs[0].hash()).iterdir():  # interrupted: the first run of the 2-stack is lost
+        f.unlink()
+    (out / "runs" / runs[0].hash()).rmdir()
+    parts, _ = drive(context(out, cfg, "S9"), out)
+    assert [p.part for p in parts] == [f"runs/{runs[0].hash()}"] and parts[0].execution["group_size"] == 1
+    after = {f.relative_to(out): f.read_bytes() for f in sorted(out.rglob("*")) if f.is_file()}
+    assert after.keys() == before.keys()
+    assert [str(k) for k in after if after[k] != before[k]] == []
+
+
 # ----------------------------------------------------------------------------- precision
 
 

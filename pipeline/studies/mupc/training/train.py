@@ -9,6 +9,7 @@ matches (:func:`~pipeline.studies.mupc.training.sweeps.is_done`). The final outp
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Generator
@@ -99,16 +100,26 @@ def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int,
                series=series, artifacts=[ARRAYS_FILE], failed=None if res.status == "finished" else res.status)
 
 
+# How a run was executed, not what it is: its group's size and the stacking chosen for it change when a sweep
+# resumes (the runs left are regrouped), so they go to the run record and MLflow, never to config.json.
+EXECUTION_KEYS = ("group_size", "stack_layout")
+
+
 def run_output(unit: str, res: RunResult, extra: dict[str, Any], every: int,
                span: tuple[float, float] | None = None, node: dict[str, Any] | None = None) -> Output:
     """One finished run as a part of the sweep unit. ``node``: where its group ran (executor, Ray node,
-    attempt), for the run record and MLflow tags only, so config.json is the same on every executor."""
+    attempt), for the run record and MLflow tags only, so config.json is the same on every executor; so
+    are the :data:`EXECUTION_KEYS`, so a resumed sweep writes what an uninterrupted one writes."""
     child = child_run(unit, res, extra, every, span)
+    execution = {k: extra[k] for k in EXECUTION_KEYS if k in extra}
+    child.tags.update({k: json.dumps(v, sort_keys=True) if isinstance(v, dict) else str(v)
+                       for k, v in execution.items()})
     if node:
         child.tags.update({f"executor.{k}" if k != "executor" else k: str(v) for k, v in node.items()})
-    return Output(part=run_part(res.rc), json={CONFIG_FILE: run_record(res.rc, res.status, extra)},
+    record = {k: v for k, v in extra.items() if k not in EXECUTION_KEYS}
+    return Output(part=run_part(res.rc), json={CONFIG_FILE: run_record(res.rc, res.status, record)},
                   arrays={ARRAYS_FILE: {k: np.asarray(v) for k, v in res.arrays.items()}},
-                  runs=[child], execution={"node": node} if node else {})
+                  runs=[child], execution={**execution, **({"node": node} if node else {})})
 
 
 @dataclass(frozen=True)

@@ -154,8 +154,10 @@ def ledger_html(ledger: dict[str, Any], units: dict[str, list[str]]) -> list[str
 
 def gallery_html(manifest: dict[str, Any], *, ledger: dict[str, Any] | None = None,
                  ui: str = "http://127.0.0.1:5000") -> str:
-    """A static page: the claims ledger, a contents bar by study and figure family, then one card per
-    figure with caption and provenance; paths relative to reports/."""
+    """A static page that opens on the figures: a contents bar by study and figure family, the ledger's
+    one-line summary (the full ledger one click away, below the figures), then per study a grid of cards,
+    each a thumbnail with its caption and its provenance folded; then the tables and the full ledger.
+    Paths relative to reports/."""
     esc = html.escape
     by_study: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for entry in manifest["figures"]:
@@ -167,10 +169,11 @@ def gallery_html(manifest: dict[str, Any], *, ledger: dict[str, Any] | None = No
         "nav.contents{position:sticky;top:0;background:#fafafa;border-bottom:1px solid #ccc;padding:.4em 0;"
         "z-index:1;font-size:.85em;line-height:1.7}nav.contents b{margin-right:.3em}"
         "nav.contents a{margin-right:.45em;white-space:nowrap}nav.contents span.study{margin-right:1.2em}"
-        ".grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:1em}"
-        ".card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.8em;min-width:0;"
-        "overflow-wrap:anywhere}"
+        ".grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(300px,1fr));gap:.8em}"
+        ".card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:.6em;min-width:0;"
+        "overflow-wrap:anywhere}.card h3{font-size:.9em;margin:0 0 .4em}.card p{font-size:.85em;margin:.3em 0}"
         ".card img{max-width:100%;height:auto}.prov{font-size:.8em;color:#555}"
+        "details.prov summary{cursor:pointer}p.summary{font-size:1.05em}"
         "table.prov td{padding:0 .5em 0 0;vertical-align:top}"
         "table.ledger{border-collapse:collapse;font-size:.85em;background:#fff;width:100%;table-layout:fixed}"
         "table.ledger td{overflow-wrap:anywhere}"
@@ -184,13 +187,13 @@ def gallery_html(manifest: dict[str, Any], *, ledger: dict[str, Any] | None = No
                       for u, cards in by_study[study].items()) + "</span>"
             for study in sorted(by_study)) + "</nav>",
         "<h1>trainscape: figures</h1>",
-        f"<p>{len(manifest['figures'])} figures. Provenance per figure: git commit, params hash, "
-        "data checksums of the datasets it read, MLflow run (open with <code>make ui</code>).</p>",
+        f"<p>{len(manifest['figures'])} figures from {len(by_study)} studies. Provenance per figure (under each "
+        "card): git commit, params hash, data checksums of the datasets it read, MLflow run (open with "
+        "<code>make ui</code>).</p>",
     ]
     if ledger:
-        parts += ledger_html(ledger, units)
-    if manifest.get("tables"):
-        parts += tables_html(manifest["tables"])
+        parts.append(f"<p class='summary'>{ledger_counts(ledger['summary'], 'claims')} "
+                     "<a href='#claims'>The full claims ledger</a>.</p>")
     for study in sorted(by_study):
         parts.append(f"<h2 id='{esc(study)}'>{esc(study)}</h2>")
         for unit, cards in by_study[study].items():
@@ -198,6 +201,10 @@ def gallery_html(manifest: dict[str, Any], *, ledger: dict[str, Any] | None = No
                          "<div class='grid'>")
             parts += [card_html(e, ui) for e in cards]
             parts.append("</div>")
+    if manifest.get("tables"):
+        parts += tables_html(manifest["tables"])
+    if ledger:
+        parts += ledger_html(ledger, units)
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -211,14 +218,15 @@ def card_html(e: dict[str, Any], ui: str) -> str:
     data = ", ".join(f"{esc(k)}: {esc(v[:12])}" for k, v in sorted(e["data_sha256"].items())) or "none"
     family = f"<tr><td>family</td><td>{esc(e['family'])}</td></tr>" if e.get("family") else ""
     return (f"<div class='card' id='{esc(e['id'])}'><h3>{esc(e['id'])}</h3>{img}"
-            f"<p>{esc(e.get('caption', ''))}</p><p>{links}</p><table class='prov'>{family}"
+            f"<p>{esc(e.get('caption', ''))}</p><details class='prov'><summary>{links} · provenance</summary>"
+            f"<table class='prov'>{family}"
             f"<tr><td>seed figure</td><td>{esc(e['seed_figure'])}</td></tr>"
             f"<tr><td>profile</td><td>{esc(e['profile'])}</td></tr>"
             f"<tr><td>git commit</td><td>{esc(e['git_commit'][:12])}"
             f"{' (dirty)' if e.get('git_dirty') else ''}</td></tr>"
             f"<tr><td>params hash</td><td>{esc(e['params_hash'][:12])}</td></tr>"
             f"<tr><td>MLflow run</td><td>{_run_link(e, ui)}</td></tr>"
-            f"<tr><td>data sha256</td><td>{data}</td></tr></table></div>")
+            f"<tr><td>data sha256</td><td>{data}</td></tr></table></details></div>")
 
 
 def tables_html(tables: list[dict[str, Any]]) -> list[str]:

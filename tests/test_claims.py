@@ -379,7 +379,10 @@ def test_gallery_shows_the_ledger_and_a_contents_bar():
     ledger = {"summary": claims.summarise([row, bad], "paper"), "claims": [row, bad]}
     page = gallery_html(manifest, ledger=ledger)
     assert "Claims ledger (profile paper)" in page
-    assert page.index("Claims ledger") < page.index("class='card'")
+    # the page opens on the figures: the ledger's one-line summary, then the cards, then the full ledger
+    assert page.index("class='summary'>1 of 2 claims hold, 1 fail") < page.index("class='card'")
+    assert page.index("<a href='#claims'>The full claims ledger</a>") < page.index("class='card'")
+    assert page.index("class='card'") < page.index("Claims ledger (profile paper)")
     assert "<code>imprint/muon_leads_epoch1_glyph</code>" in page
     assert "<a href='#imprint--glyph'>glyph</a>" in page and "id='imprint--glyph'" in page
     assert "<tr class='surprise'><td><code>imprint/glyph_survives_adam" in page

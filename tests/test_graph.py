@@ -183,3 +183,19 @@ def test_every_study_has_a_params_section_and_stages():
         for fam in registry.load(name).families:
             assert any(s.startswith(f"{name}_{fam.kind}@") for s in stages)
     parse_params(raw, studies=registry.names())  # no section without a study
+
+
+def test_no_stage_lists_a_bookkeeping_module_and_every_stage_lists_its_study_code():
+    """An edit to the journal, run records, plan or executor reruns nothing (they change no output); the
+    modules that write outputs stay deps of every stage, and a study's own code stays a dep of its stages."""
+    books = graph.bookkeeping_files()
+    assert books == {"pipeline/tracking.py", "pipeline/runs.py", "pipeline/plan.py", "pipeline/executor.py"}
+    stages = graph.committed(ROOT)
+    for name, stage in stages.items():
+        deps = set(stage.get("deps") or stage["do"]["deps"])
+        assert not deps & books, name
+        if graph.study_of(name):
+            assert {"pipeline/records.py", "pipeline/stage.py", "pipeline/provenance.py"} <= deps, name
+            study = graph.study_of(name)
+            pkg = "pipeline/studies/mupc" if study.startswith("mupc") else f"pipeline/studies/{study}"
+            assert any(d.startswith(pkg + "/") for d in deps), name

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import ConfigError, load_section, parse_params, read_tree
-from pipeline.graph import targets
+from pipeline.graph import committed, targets
 from pipeline.studies.imprint.config import ImprintParams
 from pipeline.studies.imprint.glyph import DROID_FONT
 from tests.claims_slice import strict_ledger
@@ -136,7 +136,19 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     assert _stale(repo_copy) == set()
     with open(root / "pipeline/studies/imprint/figures.py", "a") as fh:
         fh.write("# a comment\n")
-    assert _stale(repo_copy) == {"imprint_render@glyph", "imprint_render@random", "imprint_render@seed_spread"}
+    renders = {"imprint_render@glyph", "imprint_render@random", "imprint_render@seed_spread"}
+    assert _stale(repo_copy) == renders
+    # bookkeeping (pipeline.graph.BOOKKEEPING) reruns nothing; the study's training code reruns its training
+    for module in ("tracking", "plan", "executor", "runs"):
+        with open(root / f"pipeline/{module}.py", "a") as fh:
+            fh.write("# a comment\n")
+    assert _stale(repo_copy) == renders
+    train_py = root / "pipeline/studies/imprint/train.py"
+    original = train_py.read_text()
+    train_py.write_text(original + "# a comment\n")
+    trains = {s for s in committed(root) if s.startswith("imprint_train@")}
+    assert trains and trains <= _stale(repo_copy)
+    train_py.write_text(original)
     repo_copy.dvc("repro", *STAGES)
 
     before = _snapshot(root)

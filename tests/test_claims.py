@@ -226,10 +226,10 @@ ANALYSIS_OWN = {"F1": ("hessian_init", "lambda_min/"), "F2": ("hessian_init", "k
 
 
 def reads_own_metrics(study: str, family: str, claim: Claim) -> bool:
-    """The claim reads the metrics of its own figure family: the family's render metrics
-    (mupc_training_render@F<k>), or for mupc_analysis the headline keys the family draws."""
+    """The claim reads the metrics of its own figure family: the family's extract metrics
+    (mupc_training_extract@F<k>), or for mupc_analysis the headline keys the family draws."""
     if study == "mupc_training":
-        return any(read[0] == f"mupc_training_render@{family}" for read in claim.reads)
+        return any(read[0] == f"mupc_training_extract@{family}" for read in claim.reads)
     unit, prefix = ANALYSIS_OWN[family]
     return any(len(read) >= 2 and read[1] == unit and (len(read) == 2 or read[2].startswith(prefix))
                for read in claim.reads)

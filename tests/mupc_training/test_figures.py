@@ -1,5 +1,6 @@
-"""Each figure family draws its figures from synthetic train units; headline numbers, the metrics the
-render returns, the selection rules and the errors of a render are checked by content."""
+"""Each figure family's extract computes its headline numbers and its render draws its figures from synthetic
+train units at the lrs the extract selected; headline numbers, the metrics the extract returns, the selection
+rules and the errors are checked by content."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from pipeline.plotting import plt
 from pipeline.studies.mupc.training import aggregate as ag
 from pipeline.studies.mupc.training import figures
 from pipeline.studies.mupc.training.config import TrainingParams
+from pipeline.studies.mupc.training.extract import extract, extract_family
 from pipeline.studies.mupc.training.families import FAMILIES
-from pipeline.studies.mupc.training.figures import render, render_family, transfer
+from pipeline.studies.mupc.training.figures import render, render_family
+from pipeline.studies.mupc.training.metrics import transfer
 from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
 from tests.conftest import ROOT
 from tests.mupc_training.figures_synth import arrays_for, grids, reader, write_sweeps
@@ -56,8 +59,11 @@ def sweeps(g: dict, root) -> Sweeps:
 
 
 def draw(family: str, synth, raw: dict | None = None, clean: bool = False, g: dict | None = None):
+    """(figures, metrics) of ``family``: its extract, then its render at the lrs the extract selected."""
     root, grid = synth
-    return render_family(training_cfg(raw, clean).figures, "smoke", family, sweeps(g or grid, root))
+    cfg, sw = training_cfg(raw, clean).figures, sweeps(g or grid, root)
+    head = extract_family(cfg, "smoke", family, sw)
+    return render_family(cfg, family, sw, head.get("selected_lrs", {})), head
 
 
 def drawn(ax) -> list[np.ndarray]:
@@ -254,40 +260,78 @@ def test_headline_of_the_comparison(synth):
     assert set(rec) >= {"mupc", "pc", "bp"}
 
 
-def test_transfer_reshapes_the_notebook_loss_optima():
-    head = {"contour_optimum": {
-        "notebook/relu/loss/N=8": {"act_lr": 0.1, "param_lr": 0.1},
-        "notebook/relu/loss/N=16": {"act_lr": 1.0, "param_lr": 0.1},
-        "notebook/relu/loss/N=32": {"act_lr": 1.0, "param_lr": 0.1},
-        "notebook/tanh/loss/N=8": None,
-        "clean/relu/loss/N=8": {"act_lr": 0.1, "param_lr": 0.01},
-        "notebook/linear/acc": {"act_lr": 1.0, "param_lr": 0.01}}}
-    assert transfer(head) == {"relu": {"optima": {"N=8": {"act_lr": 0.1, "param_lr": 0.1},
-                                                  "N=16": {"act_lr": 1.0, "param_lr": 0.1},
-                                                  "N=32": {"act_lr": 1.0, "param_lr": 0.1}},
-                                       "distinct": [[1.0, 0.1], [0.1, 0.1]]}}  # sorted keys: N=16 first
+def test_transfer_reshapes_the_verdict_optima():
+    """Per activation: the optima across N, the distinct pairs, how many grid steps they span on each lr axis
+    and how far they sit from the notebook's lrs."""
+    head = {"contour_grid": {"act_lr": [0.1, 0.5, 1.0], "param_lr": [0.01, 0.1]},
+            "notebook_lrs": {"relu": {"act_lr": 0.5, "param_lr": 0.1}, "tanh": {"act_lr": 2.0, "param_lr": 0.1}},
+            "transfer_optimum": {
+                "relu/N=8": {"act_lr": 0.1, "param_lr": 0.1},
+                "relu/N=16": {"act_lr": 1.0, "param_lr": 0.1},
+                "relu/N=32": {"act_lr": 1.0, "param_lr": 0.1},
+                "tanh/N=8": {"act_lr": 1.0, "param_lr": 0.01},
+                "linear/N=8": None}}
+    out = transfer(head)
+    assert set(out) == {"relu", "tanh"}
+    relu = out["relu"]
+    assert relu["optima"] == {"N=8": {"act_lr": 0.1, "param_lr": 0.1}, "N=16": {"act_lr": 1.0, "param_lr": 0.1},
+                              "N=32": {"act_lr": 1.0, "param_lr": 0.1}}
+    assert relu["distinct"] == [[1.0, 0.1], [0.1, 0.1]]  # sorted keys: N=16 first
+    assert relu["span"] == {"act_lr": 2, "param_lr": 0}
+    assert relu["from_notebook"] == {"act_lr": 1, "param_lr": 0}
+    assert out["tanh"]["span"] == {"act_lr": 0, "param_lr": 0}
+    assert out["tanh"]["from_notebook"] == {"act_lr": None, "param_lr": 1}  # 2.0 is off the grid
+
+
+def _ctx(root, kind: str, family: str, extracted: dict | None = None) -> Context:
+    read = reader(root)
+
+    def both(k: str, unit: str, name: str):
+        if k == "extract":
+            assert (unit, name) == (family, "headline.json") and extracted is not None
+            return json.loads(json.dumps(extracted))
+        return read(k, unit, name)
+
+    return Context(study=SECTION, kind=kind, unit=family, profile="smoke", cfg=training_cfg(), device="cpu",
+                   stage=f"{SECTION}_{kind}@{family}", provenance={}, reader=both, own=lambda _n: None,
+                   log=lambda _m: None)
 
 
 @pytest.mark.parametrize("family,key", [("F23", "transfer_width"), ("F22", None),
                                         ("F15", "mupc_best_final_acc_per_H")])
-def test_render_entry_reads_the_train_units_and_returns_metrics(family, key, synth):
-    """``render(ctx, unit)``: run lists from each sweep's index.json, arrays through the reader."""
+def test_extract_and_render_entries(family, key, synth):
+    """``extract(ctx, unit)``: run lists from each sweep's index.json, arrays through the reader, the headline
+    as metrics and as headline.json; ``render(ctx, unit)`` draws at the lrs of that headline.json and
+    publishes no metrics."""
     root, _ = synth
-    cfg = training_cfg()
-    ctx = Context(study=SECTION, kind="render", unit=family, profile="smoke", cfg=cfg, device="cpu",
-                  stage=f"{SECTION}_render@{family}", provenance={}, reader=reader(root), own=lambda _n: None,
-                  log=lambda _m: None)
-    out = render(ctx, family)
+    out = extract(_ctx(root, "extract", family), family)
     figs, head = draw(family, synth)
-    assert [f.id for f in out.figures] == [f.id for f in figs]
-    extra = {k: v for k, v in out.metrics.items() if k not in head}
-    assert json.dumps({k: out.metrics[k] for k in head}, sort_keys=True) == json.dumps(head, sort_keys=True)
+    assert json.dumps(out.metrics, sort_keys=True) == json.dumps(head, sort_keys=True)
+    assert out.json == {"headline.json": out.metrics}
+    drawn = render(_ctx(root, "render", family, out.metrics), family)
+    assert [f.id for f in drawn.figures] == [f.id for f in figs] and drawn.metrics is None
+    own = {k for k in head if k not in ("family", "profile", "selection")}
+    derived = FAMILIES[family].derived
     if key is None:
-        assert extra == {}
+        assert derived is None
     else:
-        assert list(extra) == [key]
+        assert derived[0] == key and key in own and head[key]
         want = transfer(head) if key.startswith("transfer") else head["best_final_acc"]
-        assert extra[key] == want and extra[key]
+        assert head[key] == want
+
+
+def test_the_render_draws_the_extracts_lrs(synth):
+    """The render takes the lrs its extract selected, and refuses a record that is missing or off the grid."""
+    root, grid = synth
+    cfg, sw = training_cfg().figures, sweeps(grid, root)
+    head = extract_family(cfg, "smoke", "F16", sw)
+    sel = head["selected_lrs"]
+    assert render_family(cfg, "F16", sw, sel)
+    with pytest.raises(RenderError, match="selected no lrs"):
+        render_family(cfg, "F16", sw, {})
+    off = {k: {**v, "act_lr": 123.0} for k, v in sel.items()}
+    with pytest.raises(RenderError, match="not in the S10 grid"):
+        render_family(cfg, "F16", sw, off)
 
 
 def test_a_one_point_curve_is_drawn_as_a_marker():
@@ -306,31 +350,43 @@ def test_a_one_point_curve_is_drawn_as_a_marker():
 
 
 def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeypatch, synth):
-    """F99 (final accuracy per activity lr of S1) added as its entry in families.py and its drawing function:
-    the study renders it, dvc.yaml lists its stage with S1 as its only data dep and its options as params."""
+    """F99 (final accuracy per activity lr of S1) added as its entry in families.py, its metrics function and its
+    drawing function: the study extracts and renders it, dvc.yaml lists its extract stage with S1 as its only
+    data dep and its render stage with S1 and its extract."""
     from pipeline import graph, registry
     from pipeline.config import load_params
     from pipeline.contract import Figure
+    from pipeline.studies.mupc.training import metrics
     from pipeline.studies.mupc.training.families import FigureFamily
 
-    def final_acc_per_lr(env, sweep: str) -> list[Figure]:
+    def finals(env, sweep: str) -> tuple[list[float], list[float]]:
         runs = figures.sweep_runs(env, sweep)
-        fig, ax = plt.subplots()
         lrs = figures.values(runs, "act_lr")
-        finals = [float(np.mean([a[-1] for a in figures.accs(env, sweep, figures.pick(runs, act_lr=lr))]))
-                  for lr in lrs]
-        ax.plot(lrs, finals, marker="o")
-        env.headline["final_acc_per_act_lr"] = dict(zip(map(str, lrs), finals))
+        return lrs, [float(np.mean([a[-1] for a in figures.accs(env, sweep, figures.pick(runs, act_lr=lr))]))
+                     for lr in lrs]
+
+    def final_acc_per_lr(env, sweep: str) -> None:
+        lrs, accs = finals(env, sweep)
+        env.headline["final_acc_per_act_lr"] = dict(zip(map(str, lrs), accs))
+
+    def draw_final_acc_per_lr(env, sweep: str) -> list[Figure]:
+        fig, ax = plt.subplots()
+        ax.plot(*finals(env, sweep), marker="o")
         return [figures.finish(env, fig, "F99_final_acc", "final accuracy per activity lr", "none", [sweep], False)]
 
     monkeypatch.setitem(FAMILIES, "F99", FigureFamily("final_acc_per_lr", {"sweep": "S1"}, options=()))
-    monkeypatch.setattr(figures, "final_acc_per_lr", final_acc_per_lr, raising=False)
+    monkeypatch.setattr(figures, "final_acc_per_lr", draw_final_acc_per_lr, raising=False)
+    monkeypatch.setattr(metrics, "final_acc_per_lr", final_acc_per_lr, raising=False)
 
     figs, head = draw("F99", synth)
     assert [f.id for f in figs] == ["F99_final_acc"] and figs[0].sources == [("train", "S1")]
     assert len(head["final_acc_per_act_lr"]) == len(figures.values(synth[1]["S1"], "act_lr")) > 1
-    stage = graph.stages(load_params())["mupc_training_render@F99"]
-    assert [d for d in stage["deps"] if d.startswith("artifacts/")] == ["artifacts/mupc_training/train/S1"]
+    stages = graph.stages(load_params())
+    extract_stage, stage = stages["mupc_training_extract@F99"], stages["mupc_training_render@F99"]
+    assert [d for d in extract_stage["deps"] if d.startswith("artifacts/")] == ["artifacts/mupc_training/train/S1"]
+    assert sorted(d for d in stage["deps"] if d.startswith("artifacts/")) == [
+        "artifacts/mupc_training/extract/F99", "artifacts/mupc_training/train/S1"]
     assert stage["cmd"] == "python -m stages.render mupc_training F99 --profile smoke"
-    assert "F99" in registry.load(SECTION).family("render").units(registry.config(registry.load(SECTION),
-                                                                                     load_params()))
+    study = registry.load(SECTION)
+    for kind in ("extract", "render"):
+        assert "F99" in study.family(kind).units(registry.config(study, load_params()))

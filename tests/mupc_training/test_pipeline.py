@@ -18,6 +18,7 @@ from pipeline.studies.mupc.runs import RunConfig
 MlflowClient = pytest.importorskip("mlflow.tracking").MlflowClient
 
 S5, B1, F22 = "mupc_training_train@S5", "mupc_training_train@B1", "mupc_training_render@F22"
+F22_EXTRACT = "mupc_training_extract@F22"
 TRAIN = (target(S5), target(B1))
 RENDER = target(F22)
 
@@ -42,7 +43,7 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     assert "loaded exactly its code deps" in checked.stdout
     traced = [json.loads(line)["argv"][1:3] for line in trace.read_text().splitlines()]
     assert sorted(t for t in traced if t[0] == "mupc_training") == [
-        ["mupc_training", "B1"], ["mupc_training", "F22"], ["mupc_training", "S5"]]
+        ["mupc_training", "B1"], ["mupc_training", "F22"], ["mupc_training", "F22"], ["mupc_training", "S5"]]
     del repo_copy.env["TRAINSCAPE_TRACE_MODULES"]
     root = repo_copy.path
     s5 = root / "artifacts/mupc_training/train/S5"
@@ -74,12 +75,15 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     assert len(history) == cfg["stop_iter"] == child.data.metrics["iterations"]  # smoke logs every loss
     assert [a.path for a in client.list_artifacts(child.info.run_id)] == ["arrays.npz"]
 
-    # the render: one figure, its sidecar, and the family's metrics
+    # the extract: the family's metrics (the render, which it feeds, publishes none); the render: one figure
+    # and its sidecar
     fam = root / "reports/figures/mupc_training/F22"
     assert (fam / "F22_activity_decay_mnist.png").stat().st_size > 0
     assert (fam / "F22_activity_decay_mnist.pdf").stat().st_size > 0
-    metrics = json.loads((root / "reports/metrics/mupc_training_render@F22.json").read_text())
+    metrics = json.loads((root / f"reports/metrics/{F22_EXTRACT}.json").read_text())
     assert metrics["family"] == "F22" and metrics["selection"] == "computed"
+    assert json.loads((root / "artifacts/mupc_training/extract/F22/headline.json").read_text()) == metrics
+    assert not (root / f"reports/metrics/{F22}.json").exists()
     assert set(metrics["max_test_acc_per_decay"]["act_lr=0.5"]) == {"0.1", "0"}
     side = json.loads((root / "reports/figures/mupc_training/F22.figures.json").read_text())
     [entry] = side["figures"]

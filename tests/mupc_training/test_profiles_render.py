@@ -1,5 +1,6 @@
-"""Every profile renders every family: the gpu_medium and paper sections resolved from the repository's
-params, their sweeps expanded exactly as the train units list them, and F7–F25 drawn from synthetic runs
+"""Every profile extracts and renders every family: the gpu_medium and paper sections resolved from the
+repository's params, their sweeps expanded exactly as the train units list them, and F7–F25 measured and
+drawn from synthetic runs
 of those grids (a few evaluations per run, so only the grids' shape is at stake: which depths, epochs,
 seeds and learning rates the families pair up across sweeps)."""
 
@@ -12,6 +13,7 @@ import pytest
 from pipeline.config import load_section, read_tree
 from pipeline.plotting import plt
 from pipeline.studies.mupc.training.config import TrainingParams
+from pipeline.studies.mupc.training.extract import extract_family
 from pipeline.studies.mupc.training.families import FAMILIES
 from pipeline.studies.mupc.training.figures import render_family
 from pipeline.studies.mupc.training.source import Sweeps
@@ -47,6 +49,8 @@ def profile_cfg(request) -> tuple[str, TrainingParams]:
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_the_profile_renders_the_family(profile_cfg, family):
     profile, cfg = profile_cfg
-    figs, head = render_family(cfg.figures, profile, family, synthetic(cfg))
+    sweeps = synthetic(cfg)
+    head = extract_family(cfg.figures, profile, family, sweeps)
+    figs = render_family(cfg.figures, family, sweeps, head.get("selected_lrs", {}))
     assert figs and all(f.family == family for f in figs)
     assert head["family"] == family and head["profile"] == profile

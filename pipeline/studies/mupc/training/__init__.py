@@ -1,8 +1,9 @@
 """mupc_training: the μPC training sweeps (spec §5) and the figures drawn from them (spec §6).
 
 train@<sweep>    S1–S12 (PC), B1–B2 (BP): every run of the sweep, resumable run by run
-render@F<k>      F7–F25 (one entry each in families.py) from exactly the sweeps the family reads;
-                 headline numbers -> reports/metrics/mupc_training_render@F<k>.json
+extract@F<k>     F7–F25's headline numbers (metrics.py), from exactly the sweeps the family reads ->
+                 headline.json and reports/metrics/mupc_training_extract@F<k>.json (what the claims read)
+render@F<k>      F7–F25 (one entry each in families.py): draws the same sweeps at the lrs its extract selected
 """
 
 from pipeline.contract import Family, Study
@@ -37,8 +38,11 @@ STUDY = Study(
                tables=("runs.csv",), cost="pipeline.studies.mupc.training.cost:train_cost",
                precision="pipeline.studies.mupc.training.sweeps:unit_precision",
                probe="pipeline.studies.mupc.training.probe"),
-        Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(FAMILIES),
+        Family("extract", entry="pipeline.studies.mupc.training.extract", units=lambda cfg: list(FAMILIES),
                params=render_keys, metrics=True,
                reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),
+        Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(FAMILIES),
+               params=render_keys,
+               reads=lambda cfg, unit: [*(("train", s) for s in FAMILIES[unit].reads()), ("extract", unit)]),
     ),
 )

@@ -219,3 +219,42 @@ def final_acc_score(series: Sequence[Sequence[float]], chance: float = CHANCE) -
     finals = [float(s[-1]) if len(s) else chance for s in series]
     v = float(np.mean(finals))
     return v if np.isfinite(v) else -np.inf
+
+
+# ----------------------------------------------------------------------------- verdicts (claims)
+#
+# What the claims read is not the notebook's truncated mean: ``compute_metric_stats`` cuts every seed to the
+# shortest series, so one seed without evaluations (a PC run that diverged before its first test) makes the
+# cell empty (None), and one early-stopped seed collapses a long curve to its first point. The verdicts take
+# each seed's own final value instead (:func:`seed_final`) and average those over the seeds that ran (no
+# truncation); the figures keep the notebook's curves.
+
+
+def seed_final(test_accs: Sequence[float], chance: float = CHANCE) -> float:
+    """One seed's final test accuracy for a verdict: its last evaluation, whenever it stopped (a run stopped
+    early, diverged or not learning, keeps the last accuracy it reached, where the notebook's curve of it
+    ends too); a run without any evaluation (e.g. PC diverging before its first test) or whose last value is
+    not finite counts as ``chance``, as the notebook draws PC that diverges."""
+    a = np.asarray(test_accs, dtype=float)
+    return float(a[-1]) if len(a) and np.isfinite(a[-1]) else float(chance)
+
+
+def mean_final(finals: Sequence[float]) -> float | None:
+    """Mean over seeds of their final values; None for a cell without seeds."""
+    return float(np.mean(finals)) if len(finals) else None
+
+
+def contour_cell_excluding(batch_train_losses: Sequence[float], test_accs: Sequence[float]) -> tuple[float, float]:
+    """A transfer cell for the verdicts: a failed seed (empty or non-finite) is NaN, so
+    :func:`contour_mean_excluding` leaves it out instead of averaging the notebook's 0 in."""
+    return contour_cell_clean(batch_train_losses, test_accs)
+
+
+def contour_mean_excluding(cells: np.ndarray) -> np.ndarray:
+    """Mean over the seed axis (last) of the seeds that did not fail; NaN where every seed failed."""
+    a = np.asarray(cells, dtype=float)
+    ok = np.isfinite(a)
+    n = ok.sum(axis=-1)
+    total = np.where(ok, a, 0.0).sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, total / np.maximum(n, 1), np.nan)

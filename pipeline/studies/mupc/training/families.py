@@ -1,10 +1,11 @@
-"""The figure families F7–F25 (spec §6), one entry each: what a render unit is.
+"""The figure families F7–F25 (spec §6), one entry each: what an extract unit and its render unit are.
 
-Everything about a family follows from its entry: its render unit, the sweeps it reads (its DVC deps,
-given to its drawing function by role), the ``figures`` options it reads (its params deps besides
-``chance`` and ``selection``) and the function of ``figures.py`` that draws it. Adding a figure is one
-entry here plus that function. Pure data: the study's declaration imports it, so no stage loads the
-plotting code through it.
+Everything about a family follows from its entry: its extract and render units (``extract@F<k>`` computes
+its numbers, ``render@F<k>`` draws them), the sweeps it reads (their DVC deps, given to its functions by
+role), the ``figures`` options it reads (its params deps besides ``chance`` and ``selection``), the function
+of ``metrics.py`` that computes its headline numbers and the function of ``figures.py`` that draws it.
+Adding a figure is one entry here plus those two functions. Pure data: the study's declaration imports
+it, so no stage loads the plotting code through it.
 """
 
 from __future__ import annotations
@@ -18,15 +19,22 @@ CLEAN = ("clean_variants",)
 
 @dataclass(frozen=True)
 class FigureFamily:
-    """One render unit. ``sweeps``: role -> sweep (or sweeps), passed to ``draw`` as keyword arguments
-    with ``args``; ``derived``: a study-level name for part of the headline and the function of
-    ``figures.py`` that takes it from the headline (what the claims read)."""
+    """One figure family. ``draw``: its drawing function in ``figures.py``; ``sweeps``: role -> sweep (or
+    sweeps), passed to it and to its metrics function as keyword arguments with ``args``; ``metrics``: its
+    function in ``metrics.py`` (default: the same name as ``draw``); ``derived``: a study-level name for part
+    of the headline and the function of ``metrics.py`` that takes it from the headline (what claims read)."""
 
     draw: str
     sweeps: Mapping[str, str | tuple[str, ...]]
     args: Mapping[str, Any] = field(default_factory=dict)
     options: tuple[str, ...] = CLEAN
     derived: tuple[str, str] | None = None
+    metrics: str | None = None
+
+    @property
+    def measure(self) -> str:
+        """The function of ``metrics.py`` that computes the family's headline numbers."""
+        return self.metrics or self.draw
 
     def reads(self) -> tuple[str, ...]:
         """The sweeps the family reads, in role order."""
@@ -68,9 +76,9 @@ FAMILIES: dict[str, FigureFamily] = {
     "F20": FigureFamily("sp_baseline", {"sweep": "S12"}, options=(*CLEAN, "best_lrs.S12", "chance_cells")),
     "F21": FigureFamily("bp_sweep", {"sweep": "B1"}),  # BP Depth-μP lr sweep
     "F22": FigureFamily("activity_decay", {"sweep": "S5"}, options=()),  # max test acc vs activity decay
-    "F23": FigureFamily("transfer_contours", {"sweep": "S7"}, {"over": "N"},  # transfer across width
+    "F23": FigureFamily("transfer_contours", {"sweep": "S7"}, {"over": "N"}, MUPC,  # transfer across width
                         derived=("transfer_width", "transfer")),
-    "F24": FigureFamily("transfer_contours", {"sweep": "S6"}, {"over": "H"},  # transfer across depth
+    "F24": FigureFamily("transfer_contours", {"sweep": "S6"}, {"over": "H"}, MUPC,  # transfer across depth
                         derived=("transfer_depth", "transfer")),
-    "F25": FigureFamily("transfer_contours", {"sweep": "S8"}, {"over": None}),  # F-MNIST loss and acc contours
+    "F25": FigureFamily("transfer_contours", {"sweep": "S8"}, {"over": None}, MUPC),  # F-MNIST loss and acc contours
 }

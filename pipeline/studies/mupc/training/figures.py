@@ -1,19 +1,17 @@
-"""render@F<k>: the training figures F7–F25 (spec §6), matplotlib, one function per family.
+"""render@F<k>: the training figures F7–F25 (spec §6), matplotlib, one function per family; drawing only.
 
 Each renderer takes its grid from the runs of the sweeps it reads (the index of each sweep's train
-unit) and its choices (best learning rates, chance cells) from ``mupc_training.figures``; it returns
-:class:`Figure` records and fills ``env.headline`` with the numbers that become the family's metrics
-(``reports/metrics/mupc_training_render@F<k>.json``). Panels the notebook writes as one file per
-activation (or per H) are combined as subplots of one figure per dataset.
+unit), the learning rates its family's extract selected (``extract@F<k>``'s ``headline.json``) and its
+other choices (chance cells, fills) from ``mupc_training.figures``; it returns :class:`Figure` records.
+Every number the claims read is computed by the extract (``metrics.py``), never here, so restyling a
+figure cannot move a finding. Panels the notebook writes as one file per activation (or per H) are
+combined as subplots of one figure per dataset.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -25,126 +23,34 @@ from pipeline.studies.mupc.runs import RunConfig, fmt_num
 from pipeline.studies.mupc.training import aggregate as ag
 from pipeline.studies.mupc.training.config import FamilySpec, FiguresParams
 from pipeline.studies.mupc.training.families import FAMILIES
+from pipeline.studies.mupc.training.grid import (
+    DS_NAME,
+    PC_FILL,
+    Env,
+    accs,
+    bp_cell,
+    by_seed,
+    cell_h,
+    cell_width,
+    choose,
+    contour_arrays,
+    expected_len,
+    kappa_series,
+    lr_groups,
+    mupc_choice,
+    per_dataset,
+    pick,
+    sp_cell,
+    sp_table,
+    stats,
+    suffix,
+    sweep_runs,
+    values,
+    variants,
+)
 from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
 
-DS_NAME = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 CLEAN_NOTE = "clean aggregation: early-stopped seeds padded with chance to the expected length"
-
-
-@dataclass
-class Env:
-    family: str
-    spec: FamilySpec
-    cfg: FiguresParams
-    sweeps: Sweeps
-    headline: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def chance(self) -> float:
-        return self.cfg.chance
-
-
-# ----------------------------------------------------------------------------- grid helpers
-
-
-def close(a: float, b: float) -> bool:
-    return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=0.0)
-
-
-def pick(runs: Iterable[RunConfig], **fields: Any) -> list[RunConfig]:
-    out = []
-    for rc in runs:
-        ok = True
-        for k, v in fields.items():
-            got = getattr(rc, k)
-            ok &= close(got, v) if isinstance(v, float) else got == v
-        if ok:
-            out.append(rc)
-    return out
-
-
-def values(runs: Iterable[RunConfig], name: str, descending: bool = False) -> list[Any]:
-    return sorted({getattr(rc, name) for rc in runs}, reverse=descending)
-
-
-def by_seed(runs: Sequence[RunConfig]) -> list[RunConfig]:
-    return sorted(runs, key=lambda rc: rc.seed)
-
-
-def restrict(env: Env, runs: list[RunConfig]) -> list[RunConfig]:
-    if env.spec.datasets is not None:
-        runs = [rc for rc in runs if rc.dataset in env.spec.datasets]
-    if env.spec.acts is not None:
-        runs = [rc for rc in runs if rc.act in env.spec.acts]
-    return runs
-
-
-def sweep_runs(env: Env, sweep: str) -> list[RunConfig]:
-    runs = restrict(env, env.sweeps.runs(sweep))
-    if not runs:
-        raise RenderError(f"{env.family}: sweep {sweep} has no runs for the datasets/acts drawn "
-                          f"(mupc_training.figures.restrict.{env.family})")
-    return runs
-
-
-def accs(env: Env, sweep: str, runs: Sequence[RunConfig], fill: Callable | None = None) -> list[np.ndarray]:
-    out = []
-    for rc in by_seed(runs):
-        a = env.sweeps.series(sweep, rc, "test_accs")
-        out.append(fill(a, env.chance) if fill else a)
-    return out
-
-
-def expected_len(env: Env, sweep: str, rc: RunConfig, name: str = "test_accs") -> int:
-    """Expected series length: the longest run of the sweep with the same schedule (a finished
-    run records every evaluation)."""
-    same = pick(env.sweeps.runs(sweep), dataset=rc.dataset, epochs=rc.epochs, test_every=rc.test_every,
-                kind=rc.kind)
-    return max(len(env.sweeps.series(sweep, r, name)) for r in same)
-
-
-def lr_groups(runs: Sequence[RunConfig]) -> dict[tuple[float, float], list[RunConfig]]:
-    groups: dict[tuple[float, float], list[RunConfig]] = {}
-    for rc in sorted(runs, key=lambda r: (-r.param_lr, -r.act_lr, r.seed)):
-        groups.setdefault((rc.param_lr, rc.act_lr), []).append(rc)
-    return groups
-
-
-def choose(env: Env, sweep: str, cells: list[list[RunConfig]], table: tuple[float, float] | None,
-           what: str) -> tuple[float, float]:
-    """Best (param lr, act lr) shared by ``cells`` (lists of runs over lrs × seeds).
-
-    One combination in the grid → that one. ``selection: table`` → the notebook's value (an
-    error if the grid lacks it). ``selection: computed`` → the best mean (over cells) of the
-    mean-over-seeds final test accuracy (empty run = chance); ties → the larger lrs."""
-    combos = [set(lr_groups(c)) for c in cells]
-    common = sorted(set.intersection(*combos), key=lambda t: (-t[0], -t[1])) if combos else []
-    if not common:
-        raise RenderError(f"{env.family}: no learning-rate pair common to all cells of {what} in {sweep}")
-    rec = env.headline.setdefault("selected_lrs", {})
-    if len(common) == 1:
-        choice = common[0]
-        rec[what] = {"param_lr": choice[0], "act_lr": choice[1], "rule": "only pair in grid"}
-        return choice
-    if env.cfg.selection == "table":
-        if table is None:
-            raise RenderError(f"{env.family}: no table lr for {what} (mupc_training.figures.best_lrs)")
-        hits = [c for c in common if close(c[0], table[0]) and close(c[1], table[1])]
-        if not hits:
-            raise RenderError(
-                f"{env.family}: table lr (param {table[0]}, act {table[1]}) for {what} is not in the "
-                f"{sweep} grid {common}; use selection: computed for this profile")
-        rec[what] = {"param_lr": table[0], "act_lr": table[1], "rule": "table"}
-        return hits[0]
-    scores = {}
-    for c in common:
-        per_cell = [ag.final_acc_score(accs(env, sweep, lr_groups(cell)[c]), env.chance) for cell in cells]
-        scores[c] = float(np.mean(per_cell))
-    choice = max(common, key=lambda c: scores[c])  # first max in (desc param, desc act) order
-    rec[what] = {"param_lr": choice[0], "act_lr": choice[1], "rule": "computed",
-                 "score_final_acc": scores[choice],
-                 "table": None if table is None else {"param_lr": table[0], "act_lr": table[1]}}
-    return choice
 
 
 # ----------------------------------------------------------------------------- drawing helpers
@@ -207,19 +113,6 @@ def finish(env: Env, fig: plt.Figure, fid: str, caption: str, seed: str, sources
                   family=env.family)
 
 
-def stats(series: list[np.ndarray], clean_n: int | None, chance: float) -> tuple[np.ndarray, np.ndarray]:
-    if clean_n is None:
-        return ag.compute_metric_stats(series)
-    return ag.compute_metric_stats_clean(series, clean_n, chance)
-
-
-def variants(env: Env) -> list[bool]:
-    return [False, True] if env.cfg.clean_variants else [False]
-
-
-def suffix(clean: bool) -> str:
-    return "_clean" if clean else ""
-
 
 # ----------------------------------------------------------------------------- SP families
 
@@ -231,12 +124,6 @@ SP_NAMES = {"S1": ("GD", "sp_gd", ""), "S2": ("Adam", "sp_adam", ""), "S3": ("GD
 LrCell = tuple[str, list[RunConfig], list[tuple[float, list[RunConfig]]]]
 
 
-def per_dataset(env: Env, runs: list[RunConfig]) -> Iterator[tuple[bool, str, list[RunConfig]]]:
-    """(clean, dataset, its runs) for each variant drawn (plain, then clean) and each dataset of ``runs``: one
-    figure each."""
-    for clean in variants(env):
-        for ds in values(runs, "dataset"):
-            yield clean, ds, pick(runs, dataset=ds)
 
 
 def lr_grid(env: Env, sweep: str, dr: list[RunConfig], clean: bool, cell: Callable[[str, int], LrCell | None],
@@ -266,13 +153,11 @@ def lr_grid(env: Env, sweep: str, dr: list[RunConfig], clean: bool, cell: Callab
 
 
 def sp_lr_cell(env: Env, sweep: str, ds: str, dr: list[RunConfig], clean: bool, act: str, H: int) -> LrCell | None:
-    """An SP lr-sweep panel: every lr pair of the cell (headline: the pick against the table's lr)."""
+    """An SP lr-sweep panel: every lr pair of the cell."""
     runs = pick(dr, act=act, H=H)
     if not runs:
         return None
     groups = lr_groups(runs)
-    if not clean:
-        sweep_pick(env, sweep, ds, act, H, groups)
     return f"{act}, H={H}", runs, [(a_lr, g) for (_, a_lr), g in groups.items()]
 
 
@@ -294,39 +179,12 @@ def sp_lr_sweep(env: Env, sweep: str) -> list[Figure]:
     return figs
 
 
-def sweep_pick(env: Env, sweep: str, ds: str, act: str, H: int,
-               groups: dict[tuple[float, float], list[RunConfig]]) -> None:
-    """Headline ``best_act_lr[<ds>/<act>/H=<h>]``: the activity lr with the best mean-over-seeds final test
-    accuracy (an empty run counts as chance), the notebook's table value for the cell (None where table
-    5.3 has none) and how many steps of the sweep's lr grid apart they are (spec §8.1: the pick should
-    match the notebook's or sit next to it)."""
-    scores = {a_lr: ag.final_acc_score(accs(env, sweep, runs), env.chance) for (_, a_lr), runs in groups.items()}
-    grid = sorted(scores)
-    best = max(grid, key=lambda a: (scores[a], a))
-    table = getattr(env.cfg.best_lrs, sweep).get(ds, {}).get(act, {}).get(str(H))
-    hit = [i for i, a in enumerate(grid) if close(a, table)] if table is not None else []
-    finals = {decimal(a): scores[a] if np.isfinite(scores[a]) else None for a in grid}
-    env.headline.setdefault("best_act_lr", {})[f"{ds}/{act}/H={H}"] = {
-        "computed": best, "table": table, "grid": grid, "final_acc": finals,
-        "steps": abs(grid.index(best) - hit[0]) if hit else None}
-
-
-def cell_width(runs: Sequence[RunConfig]) -> str:
-    return ",".join(str(n) for n in values(runs, "N"))
-
-
-def sp_table(env: Env, sweep: str, ds: str, act: str, H: int, param_lr: float) -> tuple[float, float] | None:
-    table = getattr(env.cfg.best_lrs, sweep)
-    lr = table.get(ds, {}).get(act, {}).get(str(H))
-    return None if lr is None else (param_lr, lr)
-
 
 def sp_best(env: Env, sweep: str) -> list[Figure]:
     """Best-lr test accuracy and κ(H_z) across H per act; one figure per dataset (F8, F9–F11)."""
     tag, name, skip_tag = SP_NAMES[sweep]
     runs = sweep_runs(env, sweep)
     figs = []
-    best_final = env.headline.setdefault("best_final_acc", {})
     for clean, ds, dr in per_dataset(env, runs):
         acts, fig, axes = act_columns(dr, 2)
         for j, act in enumerate(acts):
@@ -338,14 +196,10 @@ def sp_best(env: Env, sweep: str) -> list[Figure]:
                 p_lr, a_lr = choose(env, sweep, [cell], sp_table(env, sweep, ds, act, H, cell[0].param_lr),
                                     f"{ds}/{act}/H={H}")
                 chosen = by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
-                m = acc_curve(env, sweep, axes[0, j], chosen, clean, bl[k], f"H={H} (η={lr_label(a_lr)})")
-                if not clean:
-                    best_final[f"{ds}/{act}/H={H}"] = float(m[-1]) if len(m) else None
+                acc_curve(env, sweep, axes[0, j], chosen, clean, bl[k], f"H={H} (η={lr_label(a_lr)})")
                 kap = kappa_series(env, sweep, chosen, clean)
                 if kap is not None:
                     km, ks = kap
-                    if not clean:
-                        kappa_ends(env, f"{ds}/{act}/H={H}", km)
                     band(axes[1, j], ag.cond_steps(len(km), chosen[0].test_every), km, ks, vi[k], f"H={H}")
             axes[0, j].set_title(act)
             axes[0, j].set_ylabel("Test accuracy (%)")
@@ -368,29 +222,6 @@ def sp_best(env: Env, sweep: str) -> list[Figure]:
     return figs
 
 
-def kappa_series(env: Env, sweep: str, runs: Sequence[RunConfig], clean: bool
-                 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """κ per row over seeds: the notebook's fixed-length arrays (unreached rows NaN); the clean
-    variant averages only the rows each seed reached (nanmean)."""
-    have = [rc for rc in runs if len(env.sweeps.series(sweep, rc, "lambda_min"))]
-    if not have:
-        return None
-    n_rows = expected_len(env, sweep, runs[0], "lambda_min")
-    mats = [ag.cond_nums_notebook(env.sweeps.series(sweep, rc, "lambda_min"),
-                                  env.sweeps.series(sweep, rc, "lambda_max"), n_rows) for rc in by_seed(runs)]
-    if not clean:
-        return ag.compute_metric_stats(mats)
-    mat = np.stack(mats)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmean(mat, axis=0), np.nanstd(mat, axis=0)
-
-
-def kappa_ends(env: Env, cell: str, km: np.ndarray) -> None:
-    """Headline κ(H_z) of a cell: at initialisation (row 0) and at the last row the seeds reached."""
-    reached = km[np.isfinite(km)]
-    env.headline.setdefault("kappa_init", {})[cell] = float(km[0]) if len(km) and np.isfinite(km[0]) else None
-    env.headline.setdefault("kappa_final", {})[cell] = float(reached[-1]) if len(reached) else None
 
 
 def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> list[Figure]:
@@ -405,15 +236,6 @@ def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> list[Fig
 # ----------------------------------------------------------------------------- μPC families
 
 
-def mupc_choice(env: Env, sweep: str, runs: list[RunConfig], act: str, over: str) -> tuple[float, float]:
-    """μPC best (param lr, act lr) for ``act``, shared by every N or H of the sweep (transfer)."""
-    ar = pick(runs, act=act)
-    ds = ar[0].dataset
-    cells = [pick(ar, **{over: v}) for v in values(ar, over)]
-    b = env.cfg.best_lrs.mupc
-    table = (b.param_lr[ds], b.act_lr[act]) if ds in b.param_lr and act in b.act_lr else None
-    return choose(env, sweep, cells, table, f"{sweep}/{ds}/{act} (all {over})")
-
 
 def mupc_lr_cell(dr: list[RunConfig], p_lrs: dict[str, float], act: str, H: int) -> LrCell:
     """A μPC lr-sweep panel: every activity lr at the activation's selected param lr."""
@@ -422,11 +244,6 @@ def mupc_lr_cell(dr: list[RunConfig], p_lrs: dict[str, float], act: str, H: int)
     return f"{act}, H={H}, param lr {lr_label(p_lrs[act])}", runs, by_lr
 
 
-def band_final(env: Env, ds: str, act: str, H: int, a_lr: float, m: np.ndarray) -> None:
-    """F13's band: the final mean accuracy of every activity lr."""
-    env.headline.setdefault("final_acc_per_act_lr", {}).setdefault(
-        f"{ds}/{act}/H={H}", {})[decimal(a_lr)] = float(m[-1]) if len(m) else None
-
 
 def mupc_lr_sweep(env: Env, sweep: str) -> list[Figure]:
     """F13: test accuracy per activity lr at the best param lr, per (act, H); empty → [chance]."""
@@ -434,8 +251,7 @@ def mupc_lr_sweep(env: Env, sweep: str) -> list[Figure]:
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
         p_lrs = {act: mupc_choice(env, sweep, dr, act, "H")[0] for act in values(dr, "act")}
-        fig = lr_grid(env, sweep, dr, clean, partial(mupc_lr_cell, dr, p_lrs), ag.fill_empty, legend=6,
-                      on_curve=None if clean else partial(band_final, env, ds))
+        fig = lr_grid(env, sweep, dr, clean, partial(mupc_lr_cell, dr, p_lrs), ag.fill_empty, legend=6)
         fig.suptitle(f"{DS_NAME[ds]}: μPC, test accuracy per activity lr" + (" (clean)" if clean else ""))
         figs.append(finish(env, fig, f"F13_mupc_lr_sweep_{ds}{suffix(clean)}",
                            f"{DS_NAME[ds]}, μPC, N={cell_width(dr)}: test accuracy per activity lr at "
@@ -451,7 +267,6 @@ def mupc_best(env: Env, sweep: str, over: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     cmap, sym, word = ("Reds", "N", "width") if over == "N" else ("Blues", "H", "depth")
     figs = []
-    best_final = env.headline.setdefault("best_final_acc", {})
     for clean, ds, dr in per_dataset(env, runs):
         acts, fig, axes = act_columns(dr, 1)
         for j, act in enumerate(acts):
@@ -459,9 +274,7 @@ def mupc_best(env: Env, sweep: str, over: str) -> list[Figure]:
             ivs = values(pick(dr, act=act), over)
             for v, col in zip(ivs, colours(cmap, len(ivs))):
                 chosen = pick(dr, act=act, param_lr=p_lr, act_lr=a_lr, **{over: v})
-                m = acc_curve(env, sweep, axes[0, j], chosen, clean, col, f"{sym}={v}")
-                if not clean:
-                    best_final[f"{ds}/{act}/{sym}={v}"] = float(m[-1]) if len(m) else None
+                acc_curve(env, sweep, axes[0, j], chosen, clean, col, f"{sym}={v}")
             axes[0, j].set_title(f"{act} (param lr {lr_label(p_lr)}, act lr {lr_label(a_lr)})")
             axes[0, j].set_xlabel("Training iteration")
             axes[0, j].set_ylabel("Test accuracy (%)")
@@ -493,8 +306,6 @@ def mupc_cond(env: Env, sweep: str) -> list[Figure]:
                 kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
                 if kap is None:
                     raise RenderError(f"{env.family}: {sweep} runs of {ds}/{act}/H={H} hold no Hessian record")
-                if not clean:
-                    kappa_ends(env, f"{ds}/{act}/H={H}", kap[0])
                 band(axes[0, j], ag.cond_steps(len(kap[0]), cell[0].test_every), *kap, col, f"H={H}")
             axes[0, j].set_title(act)
             axes[0, j].set_yscale("log")
@@ -516,20 +327,17 @@ def mupc_long(env: Env, sweep: str, fill_empty: bool, seed_file: str) -> list[Fi
     runs = sweep_runs(env, sweep)
     figs = []
     fill = ag.fill_empty if fill_empty else None
-    finals = env.headline.setdefault("final_acc", {})
     for clean in variants(env):
         ds = runs[0].dataset
         p_lr, a_lr = choose(env, sweep, [runs], None, f"{sweep}/{ds}")
         chosen = pick(runs, param_lr=p_lr, act_lr=a_lr)
         fig, ax = plt.subplots(figsize=(4.2, 3.0))
-        m = acc_curve(env, sweep, ax, chosen, clean, "#636EFA", "μPC", fill, marker=None)
+        acc_curve(env, sweep, ax, chosen, clean, "#636EFA", "μPC", fill, marker=None)
         ax.set_xlabel("Training iteration")
         ax.set_ylabel("Test accuracy (%)")
         rc = chosen[0]
         ax.set_title(f"{DS_NAME[ds]}: μPC, {rc.act}, H={rc.H}, N={rc.N}, {rc.epochs} epochs"
                      + (" (clean)" if clean else ""), fontsize=9)
-        if not clean:
-            finals[f"{ds}/H={rc.H}/{rc.epochs}_epochs"] = float(m[-1]) if len(m) else None
         figs.append(finish(env, fig, f"{env.family}_mupc_deep_{ds}{suffix(clean)}",
                            f"{DS_NAME[ds]}, μPC {rc.act} ResNet, H={rc.H}, N={rc.N}, {rc.epochs} epochs, "
                            f"{len(chosen)} seeds: test accuracy, mean ± 1 std"
@@ -541,26 +349,6 @@ def mupc_long(env: Env, sweep: str, fill_empty: bool, seed_file: str) -> list[Fi
 # ----------------------------------------------------------------------------- comparisons
 
 
-def sp_cell(env: Env, sweep: str, runs: list[RunConfig], act: str, H: int, seeds: Sequence[int],
-            ) -> tuple[list[np.ndarray], str]:
-    """SP baseline test accuracies of one (act, H): cells listed in ``chance_cells`` → [chance]*3 per seed,
-    not loaded (the notebook's fill, recorded under ``pc_not_measured``); every other cell is trained."""
-    if ag.is_chance_cell(act, H, env.cfg.chance_cells):
-        unmeasured = env.headline.setdefault("pc_not_measured", [])
-        if f"{act}/H={H}" not in unmeasured:
-            unmeasured.append(f"{act}/H={H}")
-        return [ag.chance_curve(3, env.chance) for _ in seeds], NOT_MEASURED
-    cell = pick(runs, act=act, H=H)
-    if not cell:
-        raise RenderError(f"{env.family}: {sweep} has no run for act={act}, H={H}; list it under "
-                          f"mupc_training.figures.chance_cells if it is drawn as chance")
-    pair = env.cfg.best_lrs.S12.get(act, {}).get(str(H))
-    p_lr, a_lr = choose(env, sweep, [cell], None if pair is None else (pair[0], pair[1]), f"{sweep}/{act}/H={H}")
-    return accs(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr)), f"param lr {p_lr:g}, act lr {a_lr:g}"
-
-
-NOT_MEASURED = "not measured: the notebook's 10 % fill"
-
 
 def fill_note(env: Env) -> str:
     """The caption's account of the SP cells: all trained, or which are the notebook's fill (not measured)."""
@@ -570,19 +358,11 @@ def fill_note(env: Env) -> str:
             "(mupc_training.figures.chance_cells)")
 
 
-def measured_flag(env: Env) -> None:
-    """``pc_measured`` (published only when no SP cell was filled): claims on the PC cells read it, so a
-    profile that draws the notebook's fill shows them as not measured instead of checking 10 %."""
-    env.headline.setdefault("pc_not_measured", [])
-    if not env.headline["pc_not_measured"]:
-        env.headline["pc_measured"] = True
-
 
 def sp_baseline(env: Env, sweep: str) -> list[Figure]:
     """F20: SP PC at N=512 with skips across H per act (chance cells filled without loading)."""
     runs = sweep_runs(env, sweep)
     figs = []
-    means = env.headline.setdefault("final_acc", {})
     for clean in variants(env):
         acts, fig, axes = act_columns(runs, 1)
         for j, act in enumerate(acts):
@@ -594,14 +374,11 @@ def sp_baseline(env: Env, sweep: str) -> list[Figure]:
                 n = expected_len(env, sweep, ref[0]) if clean else None
                 m, s = stats(series, n, env.chance)
                 band(axes[0, j], ag.acc_steps(len(m), ref[0].test_every), m, s, col, f"H={H}")
-                if not clean:
-                    means[f"{act}/H={H}"] = {"mean_test_accs": [float(v) for v in m], "lrs": how}
             axes[0, j].set_title(act)
             axes[0, j].set_xlabel("Training iteration")
             axes[0, j].set_ylabel("Test accuracy (%)")
             axes[0, j].legend(fontsize=7)
         ds = runs[0].dataset
-        measured_flag(env)
         fig.suptitle(f"{DS_NAME[ds]}: SP PC with skips across depth" + (" (clean)" if clean else ""))
         figs.append(finish(env, fig, f"F20_sp_depth_{ds}{suffix(clean)}",
                            f"{DS_NAME[ds]}, SP PC ResNets (N={cell_width(runs)}), best lrs per (act, H); "
@@ -610,19 +387,6 @@ def sp_baseline(env: Env, sweep: str) -> list[Figure]:
     return figs
 
 
-def bp_lr(env: Env, ds: str, epochs: int, act: str) -> float | None:
-    return env.cfg.best_lrs.bp.get(ds, {}).get(str(epochs), {}).get(act)
-
-
-def bp_cell(env: Env, sweep: str, ds: str, act: str, H: int, epochs: int) -> tuple[list[RunConfig], float]:
-    cell = pick(env.sweeps.runs(sweep), kind="bp", dataset=ds, act=act, H=H, epochs=epochs)
-    if not cell:
-        raise RenderError(f"{env.family}: {sweep} has no BP run for {ds}, {act}, H={H}, {epochs} epochs")
-    lr = bp_lr(env, ds, epochs, act)
-    p_lr, a_lr = choose(env, sweep, [cell], None if lr is None else (lr, cell[0].act_lr),
-                        f"{sweep}/{ds}/{act}/H={H}/{epochs}ep")
-    return by_seed(pick(cell, param_lr=p_lr)), p_lr
-
 
 def mupc_vs_pc(env: Env, mupc: str, pc: str, bp: str) -> list[Figure]:
     """F18 (paper Fig. 1 right): μPC (Blues) vs SP PC (Reds, dashed) across H, BP at the deepest H."""
@@ -630,7 +394,6 @@ def mupc_vs_pc(env: Env, mupc: str, pc: str, bp: str) -> list[Figure]:
     mu_runs = sweep_runs(env, s6)
     pc_runs = sweep_runs(env, s12)
     figs = []
-    head = env.headline.setdefault("final_acc", {})
     for clean in variants(env):
         acts, fig, axes = act_columns(mu_runs, 1, w=4.0, h=3.0)
         for j, act in enumerate(acts):
@@ -651,21 +414,15 @@ def mupc_vs_pc(env: Env, mupc: str, pc: str, bp: str) -> list[Figure]:
                 pm, ps = stats(pc, n, env.chance)
                 band(ax, ag.acc_steps(len(mm), te), mm, ms, mu_cols[k], f"μPC H={H}")
                 band(ax, ag.acc_steps(len(pm), te), pm, ps, pc_cols[k], f"PC H={H}", ls="--")
-                if not clean:
-                    head[f"{act}/H={H}"] = {"mupc": float(mm[-1]) if len(mm) else None,
-                                            "pc": float(pm[-1]) if len(pm) else None, "pc_lrs": how}
                 if hs[-1] == H:
                     bp, bp_lr_v = bp_cell(env, b2, ds, act, H, chosen[0].epochs)
                     bm, bs = stats(accs(env, b2, bp), expected_len(env, b2, bp[0]) if clean else None, env.chance)
                     band(ax, ag.acc_steps(len(bm), bp[0].test_every), bm, bs, "black",
                          f"BP Depth-μP H={H} (lr {bp_lr_v:g})", marker=None, ls="--", lw=2.5)
-                    if not clean:
-                        head[f"{act}/H={H}"]["bp"] = float(bm[-1]) if len(bm) else None
             ax.set_title(f"{act}: μPC vs PC vs BP")
             ax.set_xlabel("Training iteration")
             ax.set_ylabel("Test accuracy (%)")
             ax.legend(fontsize=6, ncol=2)
-        measured_flag(env)
         fig.suptitle(f"{DS_NAME[mu_runs[0].dataset]}: μPC vs PC across depth" + (" (clean)" if clean else ""))
         figs.append(finish(env, fig, f"F18_mupc_vs_pc{suffix(clean)}",
                            "Paper Fig. 1 (right): ResNets across H on MNIST, 1 epoch: μPC (solid, blues) vs "
@@ -676,13 +433,9 @@ def mupc_vs_pc(env: Env, mupc: str, pc: str, bp: str) -> list[Figure]:
     return figs
 
 
-PC_FILL = "PC (not measured: 10 % fill)"
-
-
 def deep_comparison(env: Env, mupc: tuple[str, ...], bp: str) -> list[Figure]:
     """F19: deepest relu net, μPC (S10/S11) vs PC (chance, [10]*len(BP)) vs BP (B2), per dataset."""
     figs = []
-    head = env.headline.setdefault("final_acc", {})
     for clean in variants(env):
         items = []
         for sweep in mupc:
@@ -711,9 +464,6 @@ def deep_comparison(env: Env, mupc: tuple[str, ...], bp: str) -> list[Figure]:
             for label, series, n, col, mk, ls, te in curves:
                 m, s = stats(series, n, env.chance)
                 band(ax, ag.acc_steps(len(m), te), m, s, col, label, marker=mk, ls=ls or "none")
-                if not clean:
-                    head.setdefault(f"{rc.dataset}/H={rc.H}/{rc.epochs}_epochs", {})[label] = (
-                        float(m[-1]) if len(m) else None)
             ax.set_title(f"{DS_NAME[rc.dataset]}: {rc.act}, H={rc.H}, {rc.epochs} epochs")
             ax.set_xlabel("Training iteration")
             ax.set_ylabel("Test accuracy (%)")
@@ -744,12 +494,8 @@ def bp_sweep(env: Env, sweep: str) -> list[Figure]:
                 cell = pick(vr, act=act)
                 lrs = values(cell, "param_lr", descending=True)
                 for lr, col in zip(lrs, colours("Oranges", len(lrs))):
-                    m = acc_curve(env, sweep, axes[0, j], pick(cell, param_lr=lr), clean, col, f"η={lr_label(lr)}",
-                                  ag.fill_bp_short, ref=cell[0])
-                    if not clean and len(m):
-                        best = env.headline.setdefault("best_final_acc", {})
-                        key = f"{ds}/{epochs}ep/{act}/H={cell_h(cell)}"
-                        best[key] = max(best.get(key, -np.inf), float(m[-1]))
+                    acc_curve(env, sweep, axes[0, j], pick(cell, param_lr=lr), clean, col, f"η={lr_label(lr)}",
+                              ag.fill_bp_short, ref=cell[0])
                 axes[0, j].set_title(f"{act}, H={cell_h(cell)}")
                 axes[0, j].set_xlabel("Training iteration")
                 axes[0, j].set_ylabel("Test accuracy (%)")
@@ -762,14 +508,6 @@ def bp_sweep(env: Env, sweep: str) -> list[Figure]:
     return figs
 
 
-def cell_h(runs: Sequence[RunConfig]) -> str:
-    return ",".join(str(h) for h in values(runs, "H"))
-
-
-def decimal(v: float) -> str:
-    """Plain decimal text (0.0001, never 1e-04), so a key's coordinates parse as numbers."""
-    return np.format_float_positional(float(v), trim="-")
-
 
 def activity_decay(env: Env, sweep: str) -> list[Figure]:
     """F22: per activity lr, max test accuracy (per seed) vs activity decay, mean ± std."""
@@ -777,8 +515,6 @@ def activity_decay(env: Env, sweep: str) -> list[Figure]:
     a_lrs = values(runs, "act_lr", descending=True)
     decays = values(runs, "activity_decay", descending=True)
     fig, axes = grid_axes(1, len(a_lrs))
-    head = env.headline.setdefault("max_test_acc_per_decay", {})
-    grid = env.headline.setdefault("max_test_acc_by_decay", {})  # the same cells keyed act_lr=<a>/decay=<c>
     for j, a_lr in enumerate(a_lrs):
         seeds = values(runs, "seed")
         mat = np.zeros((len(seeds), len(decays)))
@@ -795,8 +531,6 @@ def activity_decay(env: Env, sweep: str) -> list[Figure]:
         axes[0, j].set_xlabel("Activity decay")
         axes[0, j].set_ylabel("Test accuracy (%)")
         axes[0, j].set_title(f"activity lr {lr_label(a_lr)}")
-        head[f"act_lr={fmt_num(a_lr)}"] = {fmt_num(d): float(v) for d, v in zip(decays, m)}
-        grid.update({f"act_lr={decimal(a_lr)}/decay={decimal(d)}": float(v) for d, v in zip(decays, m)})
     rc = runs[0]
     fig.suptitle(f"{DS_NAME[rc.dataset]}: SP PC {rc.act}, H={rc.H}, N={rc.N}: activity decay")
     return [finish(env, fig, f"F22_activity_decay_{rc.dataset}",
@@ -807,26 +541,6 @@ def activity_decay(env: Env, sweep: str) -> list[Figure]:
 
 # ----------------------------------------------------------------------------- contours
 
-
-def contour_arrays(env: Env, sweep: str, runs: list[RunConfig], clean: bool
-                   ) -> tuple[list[float], list[float], np.ndarray, np.ndarray]:
-    """[param lr, act lr, seed] arrays of min train loss and max test acc (notebook or clean cells)."""
-    p_lrs = values(runs, "param_lr", descending=True)
-    a_lrs = values(runs, "act_lr", descending=True)
-    seeds = values(runs, "seed")
-    loss = np.zeros((len(p_lrs), len(a_lrs), len(seeds)))
-    acc = np.zeros_like(loss)
-    cell_fn = ag.contour_cell_clean if clean else ag.contour_cell
-    for i, p in enumerate(p_lrs):
-        for j, a in enumerate(a_lrs):
-            for k, sd in enumerate(seeds):
-                rc = pick(runs, param_lr=p, act_lr=a, seed=sd)
-                if len(rc) != 1:
-                    raise RenderError(f"{env.family}: {sweep} needs one run per (param lr {p}, act lr {a}, "
-                                      f"seed {sd}); got {len(rc)}")
-                loss[i, j, k], acc[i, j, k] = cell_fn(env.sweeps.series(sweep, rc[0], "batch_train_losses"),
-                                                      env.sweeps.series(sweep, rc[0], "test_accs"))
-    return p_lrs, a_lrs, loss, acc
 
 
 def edges(v: Sequence[float]) -> np.ndarray:
@@ -870,10 +584,6 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
     and accuracy contours per act."""
     runs = sweep_runs(env, sweep)
     figs = []
-    head = env.headline.setdefault("contour_optimum", {})
-    best_value = env.headline.setdefault("contour_best", {})  # the mean over seeds at each optimum
-    env.headline["contour_grid"] = {"dataset": runs[0].dataset, "N": values(runs, "N"), "H": values(runs, "H"),
-                                    "act_lr": values(runs, "act_lr"), "param_lr": values(runs, "param_lr")}
     for clean in variants(env):
         ds = runs[0].dataset
         acts = values(runs, "act")
@@ -891,11 +601,8 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
                     cells = loss if what == "loss" else acc
                     z = ag.contour_log10_clean(cells) if clean else ag.log10_notebook(ag.contour_mean(cells))
                     ax = axes[i * len(rows) + r, j]
-                    opt = draw_contour(ax, p_lrs, a_lrs, z, cmap, label, best)
+                    draw_contour(ax, p_lrs, a_lrs, z, cmap, label, best)
                     ax.set_title(f"{act}" + (f", {over}={v}" if over else "") + f" ({what})", fontsize=9)
-                    key = f"{'clean' if clean else 'notebook'}/{act}/{what}" + (f"/{over}={v}" if over else "")
-                    head[key] = None if opt is None else {"act_lr": opt[0], "param_lr": opt[1]}
-                    best_value[key] = None if opt is None else opt[2]
         word = {"N": "width", "H": "depth", None: "F-MNIST"}[over]
         fig.suptitle(f"{DS_NAME[ds]}: μPC hyper-parameter transfer ({word})" + (" (clean)" if clean else ""))
         if over == "N":
@@ -917,37 +624,7 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
     return figs
 
 
-# ----------------------------------------------------------------------------- dispatch
-
-
-
-
-# ----------------------------------------------------------------------------- metrics, entry
-
-
-def transfer(headline: dict) -> dict:
-    """Contour optima (notebook aggregation, loss) per act: the distinct (act lr, param lr) found, in the
-    order of the sorted keys (as the headline is stored)."""
-    out: dict[str, dict] = {}
-    for key, opt in sorted(headline.get("contour_optimum", {}).items()):
-        parts = key.split("/")
-        if parts[0] != "notebook" or parts[2] != "loss" or opt is None:
-            continue
-        act = parts[1]
-        rec = out.setdefault(act, {"optima": {}, "distinct": []})
-        rec["optima"][parts[3] if len(parts) > 3 else "all"] = opt
-        pair = [opt["act_lr"], opt["param_lr"]]
-        if pair not in rec["distinct"]:
-            rec["distinct"].append(pair)
-    return out
-
-
-def best_final_acc(headline: dict) -> dict:
-    return headline.get("best_final_acc", {})
-
-
-def final_acc(headline: dict) -> dict:
-    return headline.get("final_acc", {})
+# ----------------------------------------------------------------------------- entry
 
 
 def drawer(family: str) -> Callable[[Env], list[Figure]]:
@@ -957,23 +634,14 @@ def drawer(family: str) -> Callable[[Env], list[Figure]]:
     return lambda env: draw(env, **spec.sweeps, **spec.args)
 
 
-def render_family(cfg: FiguresParams, profile: str, unit: str, sweeps: Sweeps) -> tuple[list[Figure], dict]:
-    """The figures of family ``unit`` and its headline numbers."""
-    env = Env(family=unit, spec=cfg.restrict.get(unit, FamilySpec()), cfg=cfg, sweeps=sweeps)
-    figs = drawer(unit)(env)
-    return figs, {"family": unit, "profile": profile, "selection": cfg.selection, **env.headline}
-
-
-def family_metrics(unit: str, headline: dict) -> dict:
-    """The family's metrics: its headline, plus the study-level name of its key numbers."""
-    derived = FAMILIES[unit].derived
-    if derived is None:
-        return headline
-    key, fn = derived
-    return {**headline, key: globals()[fn](headline)}
+def render_family(cfg: FiguresParams, unit: str, sweeps: Sweeps, selected: Mapping[str, Any]) -> list[Figure]:
+    """The figures of family ``unit``, at the learning rates its extract ``selected`` (``selected_lrs``)."""
+    env = Env(family=unit, spec=cfg.restrict.get(unit, FamilySpec()), cfg=cfg, sweeps=sweeps, selected=selected)
+    return drawer(unit)(env)
 
 
 def render(ctx: Context, unit: str) -> Output:
-    figs, headline = render_family(ctx.cfg.figures, ctx.profile, unit, from_reader(ctx.read))
+    selected = ctx.read("extract", unit, "headline.json").get("selected_lrs", {})
+    figs = render_family(ctx.cfg.figures, unit, from_reader(ctx.read), selected)
     ctx.log(f"{len(figs)} figures")
-    return Output(figures=figs, metrics=family_metrics(unit, headline))
+    return Output(figures=figs)

@@ -103,14 +103,18 @@ IMPRINT_METRICS = {
     "profile": "smoke",
     "glyph": {"kind": "rectangles", "spectral_norm_scaled": 45.8624},
     "runs": {
-        "glyph-adam": {"test_acc_epoch0": 0.1135, "test_acc_epoch1": 0.81, "final_test_acc": 0.9599,
+        "glyph-adam": {"test_acc_epoch0": 0.1135, "test_acc_epoch1": 0.90, "final_test_acc": 0.9599,
+                       "final_train_acc": 0.977, "first_batch_loss": 3.125,
                        "spectral_norm_initial": 45.9, "spectral_norm_final": 45.76, "glyph_contrast_retained": 1.01},
         "glyph-muon": {"test_acc_epoch0": 0.1135, "test_acc_epoch1": 0.95, "final_test_acc": 0.9705,
+                       "final_train_acc": 0.991, "first_batch_loss": 3.125,
                        "spectral_norm_initial": 45.9, "spectral_norm_final": 43.5, "glyph_contrast_retained": 0.80},
         "random-adam": {"test_acc_epoch0": 0.1046, "test_acc_epoch1": 0.93, "final_test_acc": 0.9747,
+                        "final_train_acc": 0.988, "first_batch_loss": 2.297,
                         "spectral_norm_initial": 1.12, "spectral_norm_final": 2.3},
         "random-muon": {"test_acc_epoch0": 0.1046, "test_acc_epoch1": 0.97, "final_test_acc": 0.9765,
-                        "spectral_norm_initial": 1.12, "spectral_norm_final": 2.5},
+                        "final_train_acc": 0.996, "first_batch_loss": 2.297,
+                        "spectral_norm_initial": 1.12, "spectral_norm_final": 3.7},
     },
 }
 
@@ -283,7 +287,7 @@ def test_claims_stage_writes_the_ledger_from_metric_files(fixture_root, capsys):
     ledger = read_json(fixture_root / "reports" / "claims.json")
     rows = {r["id"]: r for r in ledger["claims"]}
     assert rows["imprint/muon_leads_epoch1_glyph"]["status"] == "holds"
-    assert rows["imprint/muon_leads_epoch1_glyph"]["measured"] == pytest.approx(0.14)
+    assert rows["imprint/muon_leads_epoch1_glyph"]["measured"] == pytest.approx(0.05)  # 0.95 - 0.90
     assert rows["imprint/muon_leads_epoch1_glyph"]["reads"][0]["value"] == 0.95
     assert rows["zero_init/random_full_rank"]["status"] == "not measured"
     assert ledger["summary"]["profile"] == params.profile
@@ -330,7 +334,7 @@ def test_a_slice_checks_only_its_studies_built_claims(fixture_root, monkeypatch)
     assert main(["--study", "nonsense"]) == 2
     assert main(["--strict", "--study", "imprint", "--built", "--kind", "sanity"]) == 0
     assert [r["claim"] for r in read_json(fixture_root / "reports" / "claims.json")["claims"]] == [
-        "accuracy_at_chance_before_training", "glyph_norm_reference"]
+        "glyph_init_loss_like_seed", "accuracy_at_chance_before_training", "glyph_norm_reference"]
     moved = copy.deepcopy(IMPRINT_METRICS)
     moved["runs"]["glyph-adam"]["glyph_contrast_retained"] = 0.5
     write_json(metrics_path("imprint_extract@final"), moved)

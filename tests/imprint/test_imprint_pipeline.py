@@ -20,7 +20,8 @@ from tests.claims_slice import strict_ledger
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = targets("imprint_train", "imprint_extract", "imprint_render")  # not `report`:
 # that would pull in every study
-TINY = {"imprint": {"spread": {"init_seeds": [0, 1]},
+INIT = read_tree(ROOT)["imprint"]["init_seed"]  # the main runs' init: the spread's first seed
+TINY = {"imprint": {"spread": {"init_seeds": [INIT, INIT + 1]},
                     "profiles": {"smoke": {"epochs": 2, "n_train": 8192, "n_test": 1024}}}}
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -111,10 +112,10 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     assert json.loads((root / "artifacts/imprint/train/glyph-muon/meta.json").read_text())["ns_compile"] == {
         "requested": False, "compiled": False, "fallback": None}
     spread = json.loads((root / "reports/metrics/imprint_extract@seed_spread.json").read_text())
-    assert spread["init_seeds"] == [0, 1] and spread["precision"] == "fp32"
-    # the spread's seed 0 is the main runs' init and data order: the same epoch-1 accuracies
-    assert spread["per_seed"]["0"]["adam"] == metrics["runs"]["glyph-adam"]["test_acc_epoch1"]
-    assert spread["per_seed"]["0"]["muon"] == metrics["runs"]["glyph-muon"]["test_acc_epoch1"]
+    assert spread["init_seeds"] == [INIT, INIT + 1] and spread["precision"] == "fp32"
+    # the spread's first seed is the main runs' init and data order: the same epoch-1 accuracies
+    assert spread["per_seed"][str(INIT)]["adam"] == metrics["runs"]["glyph-adam"]["test_acc_epoch1"]
+    assert spread["per_seed"][str(INIT)]["muon"] == metrics["runs"]["glyph-muon"]["test_acc_epoch1"]
     ga = metrics["runs"]["glyph-adam"]
     assert ga["spectral_norm_initial"] == pytest.approx(45.9, abs=0.3)
     manifest = json.loads((root / "reports/manifest.json").read_text())

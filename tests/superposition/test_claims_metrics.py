@@ -133,3 +133,29 @@ def test_the_m_claim_fails_without_the_note_epoch_and_says_why_on_smoke():
     assert not claim.expected("smoke") and "8,500" in claim.fails_on["smoke"]
     for cid in ("unembedding_follows_embedding", "relu_m_diagonal_spread"):
         assert next(c for c in CLAIMS if c.id == cid).expected("smoke")
+
+
+def _plateaus_at(*levels: float) -> dict:
+    seeds = {str(i): {"plateaus": [{"start_epoch": 3000, "end_epoch": 5000, "loss": v}]} for i, v in enumerate(levels)}
+    return {"superposition_extract@summary": {"variants": {"untied": {"seeds": seeds}}}}
+
+
+# the paper run: 11 seeds plateau at 0.01831 (the tied model's 0.0183207), seed 16 at 0.018393 with its flat stretch
+# spanning 0.018384–0.018402; the detector calls a stretch flat within a factor 1.001 (plateau.tol)
+SEED16, TOL = 0.018393, 0.001
+
+
+@pytest.mark.parametrize("level", [SEED16 * (1 - TOL), SEED16, SEED16 * (1 + TOL), 0.018402])
+def test_plateau_level_holds_wherever_in_its_flat_band_seed_16s_plateau_is_read(level):
+    """The verdict must not hang on where within the detector's tolerance a plateau's level is read: the old
+    bound 0.0184 sat 7e-6 above seed 16's median, under one tolerance (1.8e-5)."""
+    assert _row("plateau_level", _plateaus_at(0.018308, 0.018317, level))["status"] == "holds"
+
+
+@pytest.mark.parametrize("level", [0.0186, 0.0179])
+def test_plateau_level_fails_for_a_plateau_off_the_notes_level(level):
+    """A shelf of early training (seed 42 is at 0.01852 at epoch 1,000) or below the untied end level is not the
+    note's plateau."""
+    assert _row("plateau_level", _plateaus_at(0.018308, level))["status"] == "fails"
+    assert _row("plateau_level", {"superposition_extract@summary": {"variants": {"untied": {"seeds": {}}}}}
+                )["status"] == "fails"  # no plateau at all

@@ -90,8 +90,9 @@ def extract(ctx: Context, unit: str) -> Output:
     for key in cfg.summary[unit].runs:
         m = metrics[key] = ctx.read("train", key, "metrics.json")
         runs[key] = {k: m[k] for k in RUN_KEYS}
+        # first_batch_loss: the loss of epoch 1's first batch, before any update (the seed printed it)
         runs[key].update(test_acc_epoch0=m["test_acc"][0], test_acc_epoch1=m["test_acc"][1],
-                         train_acc_epoch1=m["train_acc"][1])
+                         train_acc_epoch1=m["train_acc"][1], first_batch_loss=m["first_batch_loss"][0])
         if m["init"] == "glyph":  # how much of the stamped glyph W2 still holds after training
             a = ctx.read("train", key, "arrays.npz")
             c = glyph_contrast(a["w2"], a["glyph_bitmap"])

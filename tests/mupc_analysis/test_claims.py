@@ -4,10 +4,12 @@ and fails when the number it turns on moves (the spectral norms of the forward-p
 from __future__ import annotations
 
 import copy
+from functools import partial
 
 import pytest
 
 from pipeline import claims
+from pipeline.checks import at_most, each, trend
 from pipeline.studies.mupc.analysis.claims import CLAIMS, over_gaussian_edge
 
 STAGE = "mupc_analysis_extract@analysis_metrics"
@@ -24,7 +26,11 @@ FWD = {
     **{f"spectral_t0_hidden_L2/linear_{v}": _grid(lambda c: 0.95 * SQRT[c.split("_")[0]])
        for v in ("depth_mup_no_skips", "depth_mup_skips")},
     "spectral_t0_hidden_L2/linear_orthogonal": _grid(lambda c: 1.0),
-    **{f"spectral_drift_hidden_L2/linear_{o}_depth_mup_skips": _grid(lambda c: 4e-4) for o in ("sgd", "adam")},
+    # smoke's measured drifts (N 16–32, L 8–16, 3 steps): Depth-μP sgd 1e-7–6e-7, adam 1e-5–4e-4; orthogonal
+    # sgd 1e-4–2.5e-4, adam 4e-3–7e-3
+    "spectral_drift_hidden_L2/linear_sgd_depth_mup_skips": _grid(lambda c: 6e-7),
+    "spectral_drift_hidden_L2/linear_adam_depth_mup_skips": _grid(lambda c: 4e-4),
+    "spectral_drift_hidden_L2/linear_sgd_orthogonal": _grid(lambda c: 1e-4),
     "spectral_drift_hidden_L2/linear_adam_orthogonal": _grid(lambda c: 0.05),
 }
 METRICS = {"profile": "paper", "fwd_pass": FWD}
@@ -91,7 +97,9 @@ HESSIAN = {**{f"H_theory_kappa/{c}": dict(zip(CORNERS, (4.0, 20.0, 5.14, 25.8)))
            **{f"D_kappa/{c}": dict(zip(CORNERS, (2.0, 2.2, 2.09, 2.38))) for c in CONFIGS},
            **{f"lambda_min/{c}": dict(zip(CORNERS, (0.61, 0.33, 0.51, 0.13))) for c in CONFIGS},
            **{f"kappa/{c}": dict(zip(CORNERS, (5.1, 20.0, 5.14, 25.8))) for c in CONFIGS},
-           **{f"theory_vs_num/{c}": dict.fromkeys(CORNERS, 4.4e-16) for c in CONFIGS}}
+           **{f"theory_vs_num/{c}": dict.fromkeys(CORNERS, 4.4e-16) for c in CONFIGS},
+           **{f"autodiff_vs_blocks/{a}_{c}": dict.fromkeys(CORNERS, 4.4e-16) for a in ("linear", "tanh", "relu")
+              for c in CONFIGS}}
 OWN = {"profile": "paper", "hessian_init": HESSIAN}
 
 
@@ -166,3 +174,163 @@ def test_the_nonlinear_widening_claim_fails_when_kappa_stays_flat(key, cell, val
 
 def test_the_nonlinear_widening_claim_needs_the_nonlinear_metrics():
     assert _row("kappa_grows_with_depth_nonlinear_mupc", OWN)["status"] == "fails"  # linear only: nothing checked
+
+
+# ----------------------------------------------------------------------------- Q2: ℒ/F* under SP at N < 4
+
+DEPTHS = (1, 2, 4, 8, 16, 32, 64)
+# ℒ/F* at t = 0 under SP on the paper's theory grid (seed 4320, the first batch of 64), measured: rows N, columns H
+SP_RATIO_T0 = {1: (1.79, 3.82, 1.28, 1.09, 1.09, 1.10, 1.11),
+               2: (1.98, 2.45, 7.19, 29.7, 1.64, 3.89, 5230.0),
+               4: (1.56, 2.23, 3.81, 27.0, 84.6, 342.0, 4.19e5),
+               8: (1.33, 1.65, 2.63, 16.0, 20.3, 2990.0, 1.14e8),
+               16: (1.42, 1.74, 3.59, 10.4, 145.0, 8100.0, 6.46e6),
+               32: (1.35, 1.81, 4.09, 13.9, 160.0, 1.2e4, 5.31e7),
+               64: (1.35, 1.78, 3.43, 13.0, 123.0, 1.37e4, 1.17e8)}
+OLD_SP_RATIO_CHECK = partial(trend, axis="H", direction="up", sep="_", factor=10.0)  # every width, before Q2
+
+
+def _sp_grid(rows: dict[int, tuple[float, ...]]) -> dict:
+    cells = {f"N{n}_H{h}": v for n, vals in rows.items() for h, v in zip(DEPTHS, vals)}
+    return {"profile": "paper", "theory_grid": {"ratio_t0/sp": cells}}
+
+
+def test_sp_ratio_claim_holds_on_the_paper_grid_where_the_old_one_failed():
+    metrics = _sp_grid(SP_RATIO_T0)
+    assert _row("sp_ratio_explodes_with_depth", metrics)["status"] == "holds"
+    ok, measured = OLD_SP_RATIO_CHECK(metrics["theory_grid"]["ratio_t0/sp"])
+    assert not ok and measured["N=1.0"]["H=64"] == 1.11  # the N = 1 row: 0.62×
+
+
+@pytest.mark.parametrize(("n", "h", "value"), [
+    (4, 64, 30.0),  # N = 4 falls at its last steps (342 → 40 → 30, set below)
+    (8, 32, 10.0),  # a dip at N = 8 (16 → 20.3 → 10 → 1.14e8): not rising at every step
+    (64, 64, 12.0),  # the widest row rises 8.9×: under 10×
+])
+def test_sp_ratio_claim_fails_where_an_n_ge_4_row_does_not_explode(n, h, value):
+    rows = {k: list(v) for k, v in SP_RATIO_T0.items()}
+    rows[n][DEPTHS.index(h)] = value
+    if (n, h) == (4, 64):
+        rows[4][DEPTHS.index(32)] = 40.0  # 342 → 40 → 30: falls at the last steps
+    assert _row("sp_ratio_explodes_with_depth", _sp_grid({k: tuple(v) for k, v in rows.items()}))["status"] == "fails"
+
+
+def test_sp_ratio_claim_ignores_only_widths_below_four():
+    rows = {k: v for k, v in SP_RATIO_T0.items() if k < 4}
+    assert _row("sp_ratio_explodes_with_depth", _sp_grid(rows))["status"] == "fails"  # nothing left to check
+
+
+# ----------------------------------------------------------------------------- Q8: autodiff, κ with width/depth
+
+
+def test_theory_claim_reads_the_autodiff_comparison():
+    """Before Q8 the claim compared the two block builders only: an autodiff Hessian off by 1e-6 passed."""
+    moved = copy.deepcopy(OWN)
+    moved["hessian_init"]["autodiff_vs_blocks/linear_sp_standard_no_skips"]["N2_H2"] = 1e-6
+    assert _row("theory_hessian_is_numeric_hessian", moved)["status"] == "fails"
+    old = partial(each, keys=r"theory_vs_num/.*", check=partial(each, check=partial(at_most, threshold=1e-10)))
+    assert old(moved["hessian_init"])[0]  # the old check did not see it
+    missing = copy.deepcopy(OWN)
+    missing["hessian_init"]["autodiff_vs_blocks/linear_mupc_standard_gauss_skips"] = {}  # no cell ran autodiff
+    assert _row("theory_hessian_is_numeric_hessian", missing)["status"] == "fails"
+
+
+def test_nonlinear_blocks_claim_holds_and_fails_on_a_wrong_curvature_term():
+    assert _row("nonlinear_hessian_blocks_are_autodiff", OWN)["status"] == "holds"
+    moved = copy.deepcopy(OWN)
+    moved["hessian_init"]["autodiff_vs_blocks/tanh_mupc_standard_gauss_skips"]["N8_H2"] = 0.3  # φ'' term dropped
+    assert _row("nonlinear_hessian_blocks_are_autodiff", moved)["status"] == "fails"
+
+
+WIDE = ("N2_H2", "N2_H64", "N64_H2", "N64_H64")
+# measured κ at the gpu_medium grid's corners (N, H ∈ 2…64, seed 0)
+SP_KAPPA = {"kappa/sp_standard_no_skips": dict(zip(WIDE, (3.19, 36.0, 6.74, 41.8))),
+            "kappa/sp_standard_skips": dict(zip(WIDE, (10.8, 1.17e4, 19.5, 7.99e4))),
+            "kappa/sp_orthogonal_no_skips": dict(zip(WIDE, (3.0, 3600.0, 3.0, 3600.0))),  # not claimed: flat in N
+            "nonlinear_kappa/tanh_sp_standard_no_skips": dict(zip(WIDE, (2.34, 36.0, 8.66, 41.8))),
+            "nonlinear_kappa/tanh_sp_standard_skips": dict(zip(WIDE, (8.11, 1.52e4, 11.5, 23.8))),
+            "nonlinear_kappa/relu_sp_standard_skips": dict(zip(WIDE, (11.0, 9667.0, 17.3, 1.92e5))),
+            "nonlinear_kappa/relu_sp_standard_no_skips": dict(zip(WIDE, (3.51, 3.59, 5.81, 16.3)))}  # not claimed
+
+
+def _kappa(**moves: float) -> dict:
+    out = {"profile": "paper", "hessian_init": copy.deepcopy(SP_KAPPA)}
+    for key, value in moves.items():
+        group, cell = key.rsplit("__", 1)
+        out["hessian_init"][group.replace("__", "/")][cell] = value
+    return out
+
+
+@pytest.mark.parametrize("cid", ["kappa_grows_with_width_sp", "kappa_grows_with_depth_nonlinear_sp"])
+def test_the_sp_kappa_claims_hold_on_the_measured_corners(cid):
+    assert _row(cid, _kappa())["status"] == "holds"
+    paper = {"profile": "paper", "hessian_init": {  # the paper grid's corners (N, H ∈ 2…128, seed 0), measured
+        "kappa/sp_standard_no_skips": {"N2_H2": 3.19, "N2_H128": 40.88, "N128_H2": 6.92, "N128_H128": 42.88},
+        "kappa/sp_standard_skips": {"N2_H2": 10.8, "N2_H128": 1.62e4, "N128_H2": 20.9, "N128_H128": 1.02e6},
+        "nonlinear_kappa/tanh_sp_standard_no_skips": {"N2_H2": 2.34, "N2_H128": 40.9, "N128_H2": 31.0,
+                                                      "N128_H128": 42.9},
+        "nonlinear_kappa/tanh_sp_standard_skips": {"N2_H2": 8.11, "N2_H128": 1.89e4, "N128_H2": 8.33,
+                                                   "N128_H128": 19.6},
+        "nonlinear_kappa/relu_sp_standard_skips": {"N2_H2": 11.0, "N2_H128": 6.66e4, "N128_H2": 19.0,
+                                                   "N128_H128": 3.77e6}}}
+    assert _row(cid, paper)["status"] == "holds"
+
+
+@pytest.mark.parametrize(("cid", "moves"), [
+    # κ independent of width, as for orthogonal weights: the paper's "worse with width" is false there
+    ("kappa_grows_with_width_sp", {"kappa__sp_standard_no_skips__N64_H2": 3.19,
+                                   "kappa__sp_standard_no_skips__N64_H64": 36.0}),
+    ("kappa_grows_with_width_sp", {"kappa__sp_standard_skips__N64_H64": 1.1e4}),  # lower at the widest net
+    # κ flat in depth, as ReLU without skips at N = 2
+    ("kappa_grows_with_depth_nonlinear_sp", {"nonlinear_kappa__relu_sp_standard_skips__N2_H64": 11.5}),
+    ("kappa_grows_with_depth_nonlinear_sp", {"nonlinear_kappa__tanh_sp_standard_skips__N64_H64": 13.0}),  # 1.13×
+])
+def test_the_sp_kappa_claims_fail_where_kappa_stays_flat(cid, moves):
+    assert _row(cid, _kappa(**moves))["status"] == "fails"
+
+
+# ----------------------------------------------------------------------------- Q8/Q9: findings about training
+
+def test_the_loss_over_energy_sanity_claim_reads_the_trained_grid():
+    """ℒ/F* ≥ 1 (S ⪰ I) holds at every iteration: a trained cell below 1 fails it."""
+    grid = {"ratio_t0/mupc": {"N2_H2": 4.4}, "ratio_final/mupc": {"N2_H2": 1.08}}
+    width = {"ratio_t0/linear_mupc_H2": {"N2": 1.3}}
+    metrics = {"profile": "paper", "theory_grid": grid, "theory_width": width}
+    assert _row("loss_over_energy_at_least_one", metrics)["status"] == "holds"
+    grid["ratio_final/mupc"]["N2_H2"] = 0.97
+    assert _row("loss_over_energy_at_least_one", metrics)["status"] == "fails"
+
+
+def untrained(metrics: dict) -> dict:
+    """The metrics of the untrained state: no BP step, every spectral-norm drift 0."""
+    out = copy.deepcopy(metrics)
+    for key in out.get("fwd_pass", {}):
+        if key.startswith("spectral_drift"):
+            out["fwd_pass"][key] = dict.fromkeys(out["fwd_pass"][key], 0.0)
+    return out
+
+
+# the findings about training (ratio_final is read by a sanity claim only, ℒ/F* ≥ 1)
+TRAINING_FINDINGS = ("depth_mup_weights_stable_in_training", "adam_moves_orthogonal_weights_more")
+
+
+def test_the_training_findings_are_the_ones_that_read_training():
+    reads_training = {c.id for c in CLAIMS if c.kind == "finding" for r in c.reads for k in r[1:]
+                      if k.startswith(("spectral_drift", "ratio_final")) or k == "fwd_pass" and "drift" in c.sentence}
+    assert reads_training == set(TRAINING_FINDINGS)
+    assert all(_claim(cid).kind == "finding" for cid in TRAINING_FINDINGS)
+
+
+@pytest.mark.parametrize("cid", TRAINING_FINDINGS)
+def test_no_training_finding_holds_before_training(cid):
+    """Q9: each holds on trained metrics shaped like smoke's and fails on the same metrics untrained."""
+    trained = {"profile": "paper", "fwd_pass": copy.deepcopy(FWD)}
+    assert _row(cid, trained)["status"] == "holds"
+    assert _row(cid, untrained(trained))["status"] == "fails"
+
+
+def test_the_old_drift_claim_held_before_training():
+    """Before Q9 'stays within 1 %' was met by untrained weights (drift 0)."""
+    old = partial(each, keys=r"spectral_drift_hidden_L2/linear_\w+_depth_mup_skips",
+                  check=partial(each, check=partial(at_most, threshold=0.01)))
+    assert old(untrained({"fwd_pass": FWD})["fwd_pass"])[0]

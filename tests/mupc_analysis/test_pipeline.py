@@ -14,7 +14,8 @@ from tests.claims_slice import strict_ledger
 MlflowClient = pytest.importorskip("mlflow.tracking").MlflowClient
 
 TINY = {
-    "hessian": {"acts": ["linear"], "families": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]}],
+    "hessian": {"acts": ["linear", "tanh"],
+                "families": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]}],
                 "widths": [2, 4], "depths": [2, 4], "dense_max_n": 8, "autodiff_check_max_n": 8},
     "fwd_pass": {"acts": ["linear"], "widths": [16], "depths": [8], "checks": 2, "slice_widths": [16]},
     "theory_grid": {"widths": [1, 2], "depths": [1, 2], "iters": 3, "plot_iters": [0, 2]},
@@ -38,7 +39,8 @@ def test_smoke_slice_through_dvc(repo_copy):
     p = repo_copy.path
     # a shrunk smoke grid: its sanity claims (theorems, properties of the code) hold at any size
     strict_ledger(repo_copy, "mupc_analysis", kind="sanity", must_check={
-        "hessian_positive_definite", "theory_hessian_is_numeric_hessian", "loss_over_energy_at_least_one"})
+        "hessian_positive_definite", "theory_hessian_is_numeric_hessian", "nonlinear_hessian_blocks_are_autodiff",
+        "loss_over_energy_at_least_one"})
     summary = json.loads((p / HESS / "summary.json").read_text())
     cells = {(c["N"], c["H"]): c for c in summary["cells"]}
     assert set(cells) == {(2, 2), (2, 4), (4, 2), (4, 4)}
@@ -49,6 +51,9 @@ def test_smoke_slice_through_dvc(repo_copy):
 
     metrics = json.loads((p / "reports/metrics/mupc_analysis_extract@analysis_metrics.json").read_text())
     assert metrics["profile"] == "smoke"
+    # invariants 1–2 reach the ledger: autodiff against the block builder at every cell with N·H ≤ 8
+    assert set(metrics["hessian_init"]["autodiff_vs_blocks/tanh_mupc_standard_gauss_skips"]) == {
+        "N2_H2", "N2_H4", "N4_H2"}
     assert set(metrics["hessian_init"]["kappa/mupc_standard_gauss_skips"]) == {"N2_H2", "N2_H4", "N4_H2", "N4_H4"}
     assert metrics["hessian_init"]["kappa/mupc_standard_gauss_skips"]["N4_H4"] == cells[(4, 4)]["kappa"]
     assert set(metrics["fwd_pass"]["rms_t0_hidden_L2/linear_sp_skips"]) == {"N16_L8"}
@@ -68,7 +73,8 @@ def test_smoke_slice_through_dvc(repo_copy):
                                 "artifacts/mupc_analysis/train/hessian_init/meta.json")
     ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
     client = MlflowClient(tracking_uri=repo_copy.env["MLFLOW_TRACKING_URI"])
-    (child,) = meta["mlflow_children"].values()
+    assert len(meta["mlflow_children"]) == 2  # linear and tanh
+    child = meta["mlflow_children"][HESS.removeprefix("artifacts/mupc_analysis/train/hessian_init/")]
     run = client.get_run(ids[child])
     assert run.data.tags["mlflow.parentRunId"] == ids[meta["mlflow_run_id"]]
     assert run.data.metrics["kappa_N4_H4"] == pytest.approx(cells[(4, 4)]["kappa"])

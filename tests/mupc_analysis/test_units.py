@@ -265,7 +265,8 @@ def test_extract_gathers_the_headline_numbers(full_store):
     assert set(m["hessian_init"]) == ({f"{q}/{c}" for q in ("kappa", "lambda_min", "D_kappa", "H_theory_kappa",
                                                             "theory_vs_num") for c in configs}
                                       | {f"nonlinear_{q}/tanh_{c}" for q in ("kappa", "lambda_min", "lambda_max")
-                                         for c in configs})
+                                         for c in configs}
+                                      | {f"autodiff_vs_blocks/{a}_{c}" for a in ("linear", "tanh") for c in configs})
     tanh = next(x for x in hessian_configs(cfg.hessian) if x["act"] == "tanh" and x["param"] == "mupc")
     tanh_cells = store.files["hessian_init"][f"{hessian_key(tanh)}/summary.json"]["cells"]
     assert m["hessian_init"]["nonlinear_kappa/tanh_mupc_standard_gauss_skips"] == {
@@ -279,6 +280,10 @@ def test_extract_gathers_the_headline_numbers(full_store):
                      ("theory_vs_num", "theory_vs_num_max_abs_diff")):
         assert m["hessian_init"][f"{q}/mupc_standard_gauss_skips"] == {f"N{x['N']}_H{x['H']}": x[field]
                                                                         for x in cells}
+    # invariants 1–2: the autodiff Hessian against the block builder, at every cell where the unit ran it
+    autodiff = {f"N{x['N']}_H{x['H']}": x["autodiff_max_abs_diff"] for x in cells if "autodiff_max_abs_diff" in x}
+    assert autodiff and m["hessian_init"]["autodiff_vs_blocks/linear_mupc_standard_gauss_skips"] == autodiff
+    assert len(autodiff) == sum(x["N"] * x["H"] <= cfg.hessian.autodiff_check_max_n for x in cells)
     fp = cfg.fwd_pass
     arr = store.files["fwd_pass"][f"{fwd_key('linear', 'sgd', 'sp_skips')}/fwd_pass.npz"]["avg_activity_l2_per_N_L"]
     assert m["fwd_pass"]["rms_t0_hidden_L2/linear_sp_skips"][f"N{fp.widths[1]}_L{fp.depths[0]}"] == arr[2, 0, 1, 0]
@@ -292,7 +297,10 @@ def test_extract_gathers_the_headline_numbers(full_store):
         max(abs(s[t] / s[0] - 1) for t in range(1, len(s))))
     assert {k for k in m["fwd_pass"] if k.startswith("spectral_drift")} == {
         f"spectral_drift_hidden_L2/linear_{o}_{v}" for o in fp.optims for v in fp.variants}
-    assert set(m["theory_grid"]) == {"ratio_t0/sp", "ratio_t0/mupc"} and len(m["theory_grid"]["ratio_t0/sp"]) == 9
+    assert set(m["theory_grid"]) == {f"ratio_{t}/{p}" for t in ("t0", "final") for p in ("sp", "mupc")}
+    assert len(m["theory_grid"]["ratio_t0/sp"]) == len(m["theory_grid"]["ratio_final/mupc"]) == 9
+    grid_run = store.files["theory_grid"][f"{theory_key('linear', 'mupc', 2, 2)}/theory.npz"]["loss_energy_ratios"]
+    assert m["theory_grid"]["ratio_final/mupc"]["N2_H2"] == grid_run[-1] and len(grid_run) == cfg.theory_grid.iters
     tanh = m["theory_width"]["ratio_t0/tanh_mupc_H2"]
     assert set(tanh) == {f"N{N}{s}" for N in cfg.theory_width.widths for s in ("", "_max_eq_residual")}
     assert "N1_max_eq_residual" not in m["theory_width"]["ratio_t0/linear_sp_H2"]

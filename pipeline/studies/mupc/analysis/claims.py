@@ -10,7 +10,19 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from pipeline.checks import at_least, at_most, cellwise, coordinates, each, number, select, trend, within
+from pipeline.checks import (
+    Check,
+    Verdict,
+    at_least,
+    at_most,
+    cellwise,
+    coordinates,
+    each,
+    number,
+    select,
+    trend,
+    within,
+)
 from pipeline.contract import FINDING, SANITY, Claim
 
 HEAD = "mupc_analysis_extract@analysis_metrics"
@@ -127,11 +139,70 @@ def positive_to_resolution(hessian: Any, *, eps: float = EPS64) -> tuple[bool, A
     return ok, measured
 
 
+def from_width(cells: Any, *, min_n: int, check: Check) -> Verdict:
+    """``check`` applied to the ``N<n>_…`` cells with N ≥ ``min_n`` (where a statement applies)."""
+    if not isinstance(cells, Mapping):
+        return False, None
+    return check({k: v for k, v in cells.items() if number(coordinates(str(k), "_").get("N")) is not None
+                  and coordinates(str(k), "_")["N"] >= min_n})
+
+
+def rises_steadily(cells: Any, *, axis: str, factor: float) -> Verdict:
+    """Along ``axis`` every group rises at each step and by more than ``factor`` from end to end;
+    measured: per group, the values along the axis."""
+    ends, measured = trend(cells, axis=axis, direction="up", sep="_", factor=factor)
+    steps, _ = trend(cells, axis=axis, direction="up", sep="_", monotone=True)
+    return ends and steps, measured
+
+
+AUTODIFF_TOL = 1e-10  # spec §8.2 invariants 1–2: max |Δ| in float64
+
+
+def theory_and_autodiff_agree(hessian: Any, *, tol: float = AUTODIFF_TOL) -> Verdict:
+    """Linear nets: the theory D + O equals the block builder's H_z at the grid's corners
+    (``theory_vs_num``), and the block builder equals ``torch.func.hessian`` of the energy at every cell
+    where that ran (``autodiff_vs_blocks/linear_<config>``), every linear configuration having such cells.
+    Measured: the worst difference of each kind per configuration."""
+    if not isinstance(hessian, Mapping):
+        return False, None
+    ok, measured = True, {}
+    configs = [k.split("/", 1)[1] for k in hessian if k.startswith("theory_vs_num/")]
+    for config in configs:
+        for label, key in (("theory_vs_blocks", f"theory_vs_num/{config}"),
+                           ("autodiff_vs_blocks", f"autodiff_vs_blocks/linear_{config}")):
+            cells = hessian.get(key)
+            vals = [number(v) for v in cells.values()] if isinstance(cells, Mapping) else []
+            worst = max(vals) if vals and None not in vals else None
+            ok &= worst is not None and worst <= tol
+            measured[f"{config}/{label}"] = worst
+    return ok and bool(configs), measured
+
+
+def stable_against(fwd: Any, *, ref: str, threshold: float) -> Verdict:
+    """Per optimiser, every cell of ``spectral_drift_hidden_L2/linear_<optim>_depth_mup_skips`` is at most
+    ``threshold`` and below the same optimiser's ``…_<ref>`` drift; measured: both drifts per cell."""
+    if not isinstance(fwd, Mapping):
+        return False, None
+    ok, measured = True, {}
+    prefix = "spectral_drift_hidden_L2/linear_"
+    for key in fwd:
+        if not (key.startswith(prefix) and key.endswith("_depth_mup_skips")):
+            continue
+        optim = key[len(prefix):-len("_depth_mup_skips")]
+        own, other = fwd[key], fwd.get(f"{prefix}{optim}_{ref}")
+        small, _ = each(own, check=partial(at_most, threshold=threshold))
+        below, cells = cellwise(own, other, relation="less")
+        ok &= small and below and isinstance(other, Mapping) and set(own) == set(other)
+        measured[optim] = cells
+    return ok and bool(measured), measured
+
+
 RATIO_FLOOR = partial(at_least, threshold=1 - 1e-9)  # ℒ/F* >= 1 (float tolerance)
 
 
 def ratios_at_least_one(grid: Any, width: Any) -> tuple[bool, Any]:
-    """ℒ/F* ≥ 1 in every cell of the linear theory grid and of the linear width sweeps."""
+    """ℒ/F* ≥ 1 in every cell of the linear theory grid (every published iteration) and of the linear width
+    sweeps."""
     g = each(grid, check=partial(each, check=RATIO_FLOOR))
     per_width = partial(select, keys=r"N\d+", check=partial(each, check=RATIO_FLOOR))
     w = each(width, keys=r"ratio_t0/linear_.*", check=per_width)
@@ -153,17 +224,45 @@ CLAIMS = (
           (HESSIAN,), partial(each, keys=r"nonlinear_kappa/(tanh|relu)_mupc_.*",
                               check=partial(trend, axis="H", direction="up", sep="_", factor=1.5)),
           figures=("F1",), kind=FINDING),
+    Claim("kappa_grows_with_depth_nonlinear_sp",
+          "F1/F2 (H_num_eigenvals, H_num_cond_num of tanh and ReLU nets under SP; paper Figs. 2, A.1–A.7; spec §8.3)",
+          "Standard PC's inference landscape worsens with depth beyond linear nets: under SP (standard init "
+          "U(±1/√N)), for tanh nets with and without skips and ReLU nets with skips, κ(H_z) at init is at least "
+          "1.25× larger at the deepest net than at the shallowest, at every width (seed 0, H 2 → 128: the least "
+          "growth is tanh without skips at N = 128, 31.0 → 42.9, 1.38×; most cells grow 2×–6,000×). ReLU without "
+          "skips is left out: at N = 2 its κ stays flat (3.51 → 3.59 from H = 2 to 8, 64 and 128), the two units' "
+          "masks decoupling the layers.",
+          (HESSIAN,), partial(each, keys=r"nonlinear_kappa/(tanh_sp_standard_(no_)?skips|relu_sp_standard_skips)",
+                              check=partial(trend, axis="H", direction="up", sep="_", factor=1.25)),
+          figures=("F1", "F2"), kind=FINDING),
+    Claim("kappa_grows_with_width_sp", "F2 (H_num_cond_num, SP; spec §8.3: SP worsens with width, depth)",
+          "Standard PC's activity Hessian worsens with width: under SP with the standard init (U(±1/√N)), with "
+          "and without skips, κ(H_z) of a linear net at init is larger at the widest net than at the narrowest, "
+          "at every depth (seed 0, N 2 → 128: with skips 1.9× at H = 2 and 62× at H = 128; without skips 2.2× "
+          "at H = 2 but only 1.05× at H = 128, where depth dominates, so no larger factor is claimed). "
+          "Orthogonal weights are left out: without skips their H_z is I_N ⊗ T_H up to an orthogonal change of "
+          "basis, so κ does not depend on N at all; μPC has its own, depth-dominated claim.",
+          (HESSIAN,), partial(each, keys=r"kappa/sp_standard_(no_)?skips",
+                              check=partial(trend, axis="N", direction="up", sep="_")),
+          figures=("F2",), kind=FINDING),
     Claim("coupling_drives_ill_conditioning", "F3 (D_/O_/H_theory_eigenvals; spec §2.2)",
           "The ill-conditioning comes from the coupling between layers: from the shallowest to the deepest "
           "net (largest width) κ(H_theory = D + O) grows at least 2× more than κ(D), the layers' own blocks, "
           "in every linear configuration.",
           (HESSIAN,), partial(coupling_drives_conditioning, factor=2.0), figures=("F3",), kind=FINDING),
     Claim("theory_hessian_is_numeric_hessian", "F3 (H_theory_eigenvals; spec §8.2 invariant 1)",
-          "For linear nets the theory Hessian D + O is the numeric H_z: max |Δ| ≤ 1e-10 (float64) in every "
-          "linear configuration at the corners of the grid.",
-          (HESSIAN,), partial(each, keys=r"theory_vs_num/.*", check=partial(each, check=partial(at_most,
-                                                                                            threshold=1e-10))),
-          figures=("F3",), kind=SANITY),
+          "For linear nets the theory Hessian D + O is the numeric H_z, the autodiff Hessian of the energy: in every "
+          "linear configuration D + O equals the block builder's H_z at the grid's corners, and the block builder "
+          "equals torch.func.hessian of the energy at every cell where that ran (N·H ≤ autodiff_check_max_n), "
+          "max |Δ| ≤ 1e-10 (float64) in both.",
+          (HESSIAN,), theory_and_autodiff_agree, figures=("F3",), kind=SANITY),
+    Claim("nonlinear_hessian_blocks_are_autodiff", "F1 (H_num_eigenvals of tanh and ReLU nets; spec §8.2 invariant 2)",
+          "For tanh and ReLU nets the block builder's H_z (with its φ'' term) is torch.func.hessian of the energy: "
+          "max |Δ| ≤ 1e-10 (float64) at every cell where that ran (N·H ≤ autodiff_check_max_n), in every "
+          "configuration.",
+          (HESSIAN,), partial(each, keys=r"autodiff_vs_blocks/(tanh|relu)_.*",
+                              check=partial(each, check=partial(at_most, threshold=AUTODIFF_TOL))),
+          figures=("F1",), kind=SANITY),
     Claim("hessian_positive_definite", "F1/F3 (H_num_eigenvals, D_/O_/H_theory_eigenvals)",
           "The activity Hessian H_z of a linear net at init is positive definite at every width, depth and "
           "parameterisation, to float64's resolution: λ_min ≥ −N·H·ε·λ_max at the grid's corners (a true "
@@ -213,12 +312,12 @@ CLAIMS = (
           (FWD,), partial(each, keys=r"spectral_t0_hidden_L2/linear_depth_mup_.*",
                           check=partial(over_gaussian_edge, lo=0.75, hi=1.1)),
           figures=("F6",), kind=SANITY),
-    Claim("depth_mup_weights_stable_in_training", "F6 (params_spectral_norm_over_t, depth_mup)",
+    Claim("depth_mup_weights_stable_in_training", "F6 (params_spectral_norm_over_t, depth_mup vs orthogonal)",
           "Under Depth-μP with skips the hidden weights' spectral norm stays put over the recorded BP steps "
-          "(lr 1e-3): it moves by less than 1 % with SGD and with Adam, at every width and depth.",
-          (FWD,), partial(each, keys=r"spectral_drift_hidden_L2/linear_\w+_depth_mup_skips",
-                          check=partial(each, check=partial(at_most, threshold=0.01))),
-          figures=("F6",), kind=FINDING),
+          "(lr 1e-3) while the same steps move an orthogonal net's weights: with SGD and with Adam, at every width "
+          "and depth, Depth-μP's drift is below 1 % and below the orthogonal net's (untrained weights, drift 0 "
+          "for both, fail: staying put is only a finding once the steps were taken).",
+          (FWD,), partial(stable_against, ref="orthogonal", threshold=0.01), figures=("F6",), kind=FINDING),
     Claim("adam_moves_orthogonal_weights_more", "F6 (params_spectral_norm_over_t, orthogonal vs depth_mup)",
           "With Adam (lr 1e-3, one step of ±lr per entry) the O(1/√N)-entry weights of an orthogonal net move "
           "more than Depth-μP's N(0, 1) weights: a larger spectral-norm drift at every width and depth.",
@@ -227,17 +326,25 @@ CLAIMS = (
           figures=("F6",), kind=FINDING),
     Claim("loss_over_energy_at_least_one", "F26/F27 (loss_energy_ratio)",
           "The loss never falls below the equilibrium energy: ℒ/F* ≥ 1 for every linear net of the "
-          "theory grid and width sweep.",
+          "theory grid (at t = 0 and after the last iteration) and of the width sweep (t = 0).",
           (GRID, WIDTH), ratios_at_least_one,
           figures=("F26", "F27"), kind=SANITY),
     Claim("mupc_ratio_falls_with_width", "F26 (paper Fig. 6)",
           "Under μPC, ℒ/F* at t = 0 falls towards 1 as the width grows, at every depth.",
           ((*GRID, "ratio_t0/mupc"),), partial(trend, axis="N", direction="down", sep="_"), figures=("F26",),
           kind=FINDING),
-    Claim("sp_ratio_explodes_with_depth", "F26 (paper Fig. A.32–A.33)",
-          "Under SP, ℒ/F* at t = 0 grows with depth by more than 10× at every width.",
-          ((*GRID, "ratio_t0/sp"),), partial(trend, axis="H", direction="up", sep="_", factor=10.0),
-          figures=("F26",), fails_on={"smoke": "the smoke grid stops at H = 4 (the paper's at H = 64)"}, kind=FINDING),
+    Claim("sp_ratio_explodes_with_depth", "F26 (paper Fig. A.32–A.33; spec §3.1)",
+          "Under SP with skips, at every width N ≥ 4, ℒ/F* at t = 0 rises with depth at every step and by more "
+          "than 10× from the shallowest to the deepest net. The statement needs the skip products I + W "
+          "(W ~ U(±1/√N)) to grow with depth: their growth rate per layer is log 2 − 1 ≈ −0.31 at N = 1 (they "
+          "shrink), ≈ 0.003 at N = 2 (flat) and 0.08–0.13 from N = 4 to 16; and F* = ½ rᵀS⁻¹r ≥ ½|P⊥r|² with "
+          "S − I of rank ≤ N < d_y = 10, so a ratio that does not blow up ŷ stays near d_y/(d_y − N) (paper "
+          "grid: N = 1 goes 1.79 → 1.11, N = 2 1.98 … 1.64, 3.89, 5,230; N ≥ 4 rises 10⁵–10⁸× to H = 64).",
+          ((*GRID, "ratio_t0/sp"),), partial(from_width, min_n=4, check=partial(rises_steadily, axis="H",
+                                                                                 factor=10.0)),
+          figures=("F26",), fails_on={"smoke": "smoke's only N ≥ 4 row (N = 4) stops at H = 4: ℒ/F* rises 1.53 → "
+                                               "2.23 → 3.50 (2.3×); the paper grid's N = 4 row passes 10× between "
+                                               "H = 4 and 8 (3.81 → 27)"}, kind=FINDING),
     Claim("nonlinear_ratio_falls_with_width", "F27 (loss_energy_ratios_per_width)",
           "For linear, tanh and ReLU μPC nets alike, ℒ/F* at t = 0 falls with width: the equilibrium "
           "energy approaches the measured loss.",

@@ -19,7 +19,9 @@ Reader = Callable[[str], Any]  # a file of the train unit by name -> JSON object
 def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
     """κ and λ_min of the linear configs (first seed and decay) at the four corners of the (N, H) grid, and
     F3's theory numbers there (κ(D), κ(H_theory), max |H_theory − H_num|); for the tanh and ReLU configs,
-    κ, λ_min and λ_max at the same corners under ``nonlinear_*/<act>_<config>`` (F1 beyond linear nets)."""
+    κ, λ_min and λ_max at the same corners under ``nonlinear_*/<act>_<config>`` (F1 beyond linear nets); for
+    every act, max |H_autodiff − H_blocks| at every cell where the train unit ran ``torch.func.hessian``
+    (N·H ≤ ``autodiff_check_max_n``) under ``autodiff_vs_blocks/<act>_<config>`` (spec §8.2 invariants 1–2)."""
     hp = cfg.hessian
     out = {}
     corners_n, corners_h = (min(hp.widths), max(hp.widths)), (min(hp.depths), max(hp.depths))
@@ -28,6 +30,8 @@ def hessian_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
             continue
         cells = read(f"{hessian_key(c)}/summary.json")["cells"]
         config = f"{c['param']}_{c['init']}_{'skips' if c['skips'] else 'no_skips'}"
+        out[f"autodiff_vs_blocks/{c['act']}_{config}"] = {f"N{x['N']}_H{x['H']}": x["autodiff_max_abs_diff"]
+                                                         for x in cells if "autodiff_max_abs_diff" in x}
         corner = [x for x in cells if x["N"] in corners_n and x["H"] in corners_h]
         if c["act"] != "linear":
             for q in ("kappa", "lambda_min", "lambda_max"):
@@ -72,11 +76,16 @@ def fwd_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
 
 
 def theory_grid_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:
-    """ℒ/F* at iteration 0 per (N, H), per parameterisation."""
+    """ℒ/F* per (N, H), per parameterisation, at iteration 0 (``ratio_t0``) and at the last iteration
+    (``ratio_final``, after ``iters − 1`` Adam steps: F26 at t > 0)."""
     tg = cfg.theory_grid
-    return {f"ratio_t0/{param}": {f"N{N}_H{H}": float(read(f"{theory_key('linear', param, N, H)}/theory.npz")
-                                                      ["loss_energy_ratios"][0])
-                                  for N in tg.widths for H in tg.depths} for param in tg.param_lrs}
+    out: dict[str, Any] = {}
+    for param in tg.param_lrs:
+        ratios = {f"N{N}_H{H}": read(f"{theory_key('linear', param, N, H)}/theory.npz")["loss_energy_ratios"]
+                  for N in tg.widths for H in tg.depths}
+        out[f"ratio_t0/{param}"] = {k: float(r[0]) for k, r in ratios.items()}
+        out[f"ratio_final/{param}"] = {k: float(r[-1]) for k, r in ratios.items()}
+    return out
 
 
 def theory_width_headline(read: Reader, cfg: MupcAnalysisParams) -> dict[str, Any]:

@@ -6,8 +6,10 @@ the plotting style.
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,16 +21,28 @@ from pipeline.contract import Figure, Output
 from pipeline.executor import figure_workers_setting
 from pipeline.io import atomic_dir, read_json, write_json
 from pipeline.paths import figures_dir, rel, sidecar_path
-from pipeline.plotting import dpi, save_mpl, save_plotly_html
+from pipeline.plotting import check_chromium, dpi, save_mpl, save_plotly_html, save_plotly_static, static_plotly
 from pipeline.records import run_entry, write_files
 from pipeline.tracking import Tracker
 
 
+def kaleido_static(fig: Figure) -> bool:
+    """Whether ``fig``'s PNG and PDF are drawn by kaleido: a plotly figure with no matplotlib one (and no
+    animation frames, :func:`pipeline.plotting.static_plotly`)."""
+    return fig.mpl is None and static_plotly(fig.plotly)
+
+
 def save_figure(fig: Figure, folder: Path) -> list[Path]:
-    """PNG + PDF of the matplotlib figure, self-contained HTML of the plotly one."""
+    """PNG + PDF of the matplotlib figure, self-contained HTML of the plotly one; a plotly figure alone also
+    gets its PNG + PDF from kaleido (before its HTML, so the gallery shows the PNG)."""
     if fig.mpl is None and fig.plotly is None:
         raise ValueError(f"figure {fig.id!r} has neither a matplotlib nor a plotly figure")
-    files = save_mpl(fig.mpl, folder / fig.id) if fig.mpl is not None else []
+    if fig.mpl is not None:
+        files = save_mpl(fig.mpl, folder / fig.id)
+    elif kaleido_static(fig):
+        files = save_plotly_static(fig.plotly, folder / fig.id)
+    else:
+        files = []
     if fig.plotly is not None:
         files.append(save_plotly_html(fig.plotly, folder / f"{fig.id}.html"))
     return files
@@ -41,10 +55,30 @@ def _save_pending(i: int) -> list[Path]:
     return save_figure(*_PENDING[i])
 
 
-def check_settings() -> None:
-    """The renderer's environment settings, checked before a render computes (ConfigError: exit 2)."""
+def check_settings(argv: Sequence[str] | None = None) -> None:
+    """The renderer's environment settings, checked before a render computes (ConfigError: exit 2): the
+    figure workers and dpi, and a Chromium for kaleido where the unit (``argv``: the stage's ``<study>
+    <unit>``, by default the command line's) exports static plotly images."""
     figure_workers_setting()
     dpi()
+    args = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    if len(args) >= 2 and exports_plotly_images(args[0], args[1]):
+        check_chromium()
+
+
+def exports_plotly_images(study: str, unit: str) -> bool:
+    """Whether render unit ``unit`` of ``study`` draws plotly figures that get kaleido's PNG/PDF: its entry
+    module says so with ``PLOTLY_IMAGES`` (a bool, or a callable of the unit). An unknown study or unit is
+    False here: :func:`pipeline.stage.prepare` names that error next."""
+    from pipeline import registry
+
+    try:
+        family = registry.load(study).family("render")
+        module = importlib.import_module(family.entry) if family is not None else None
+    except Exception:  # prepare() reports a bad study or entry with its own message
+        return False
+    flag = getattr(module, "PLOTLY_IMAGES", False)
+    return bool(flag(unit) if callable(flag) else flag)
 
 
 def figure_workers(n_figures: int) -> int:
@@ -59,20 +93,27 @@ def save_figures(figs: Sequence[Figure], folder: Path) -> list[list[Path]]:
 
     Laying out and rasterising a matplotlib figure is single-threaded and was most of a render stage's
     time; the children inherit the drawn figures (fork), so nothing is pickled, and each file is
-    written atomically exactly as a sequential save would write it."""
-    workers = figure_workers(len(figs))
+    written atomically exactly as a sequential save would write it.
+    Plotly figures with static files are saved in this process, after the forked ones: kaleido's one server
+    (a Chromium with its own processes and threads) is never forked, and Chromium rasterises in parallel
+    itself."""
+    out: dict[int, list[Path]] = {}
+    forked = [i for i, fig in enumerate(figs) if not kaleido_static(fig)]
+    workers = figure_workers(len(forked)) if forked else 1
     if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [save_figure(fig, folder) for fig in figs]
-    _PENDING[:] = [(fig, folder) for fig in figs]
-    try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            files = pool.map(_save_pending, range(len(figs)), chunksize=1)
-    finally:
-        _PENDING.clear()
-    for fig in figs:  # the children closed their copies; the parent's are still open
-        if fig.mpl is not None:
-            plt.close(fig.mpl)
-    return files
+        out.update((i, save_figure(figs[i], folder)) for i in forked)
+    else:
+        _PENDING[:] = [(figs[i], folder) for i in forked]
+        try:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                out.update(zip(forked, pool.map(_save_pending, range(len(forked)), chunksize=1), strict=True))
+        finally:
+            _PENDING.clear()
+        for i in forked:  # the children closed their copies; the parent's are still open
+            if figs[i].mpl is not None:
+                plt.close(figs[i].mpl)
+    out.update((i, save_figure(fig, folder)) for i, fig in enumerate(figs) if i not in out)
+    return [out[i] for i in range(len(figs))]
 
 
 def figure_data(provenance: Mapping[str, Any], sources: list[Mapping[str, Any]]) -> dict[str, str]:

@@ -1,14 +1,26 @@
-"""The one plotting style, and atomic, byte-stable figure files (matplotlib and plotly), used by the
-framework's figure writer; studies only draw."""
+"""The one plotting style per library, and atomic, byte-stable figure files (matplotlib and plotly), used by
+the framework's figure writer; studies only draw.
+
+matplotlib: :data:`STYLE` (rcParams), :func:`save_mpl`. plotly: the ``trainscape`` template (:data:`PLOTLY_STYLE`,
+on top of plotly's default template, which the seed notebooks draw with), :func:`palette` (the notebooks'
+``plotly.colors.sample_colorscale`` rule), :func:`save_plotly_html` and :func:`save_plotly_static` (PNG and PDF
+through kaleido, which drives a Chromium found on PATH; one kaleido server per process, started at the first
+image and stopped at exit)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt  # headless: matplotlib falls back to Agg (the Makefile also sets MPLBACKEND)
+import plotly.colors as pcolors
+import plotly.graph_objects as go
+import plotly.io as pio
 
 from pipeline.config import ConfigError
 from pipeline.io import atomic_path
@@ -95,3 +107,136 @@ def save_plotly_html(fig: Any, path: str | Path) -> Path:
         # a fixed div id (plotly draws a random one) keeps the file byte-stable across rebuilds
         fig.write_html(tmp, include_plotlyjs=True, full_html=True, auto_play=False, div_id=path.stem)
     return path
+
+
+# ----------------------------------------------------------------------------- plotly
+
+#: The plotly style: plotly's default template (the seed notebooks draw with it) with the fonts and sizes
+#: below. ``panel``: one panel's size in px (the notebooks' default ``height=300, width=450``); ``png_scale``:
+#: PNG pixels per layout px at the default :func:`dpi` (150 → 2; ``TRAINSCAPE_DPI`` scales it).
+PLOTLY_STYLE: dict[str, Any] = {
+    "font": {"family": "DejaVu Sans, Liberation Sans, Arial, sans-serif", "size": 14, "color": "#222"},
+    "title_size": 16,
+    "legend_size": 12,
+    "note_size": 11,
+    "panel": (450, 300),
+    "png_scale": 2.0,
+}
+PLOTLY_TEMPLATE = "trainscape"
+
+
+def plotly_template() -> go.layout.Template:
+    """The ``trainscape`` template (registered with plotly); used as ``plotly+trainscape``."""
+    font = PLOTLY_STYLE["font"]
+    return go.layout.Template(layout=go.Layout(
+        font=font,
+        title={"font": {"size": PLOTLY_STYLE["title_size"]}, "x": 0.5, "xanchor": "center"},
+        legend={"font": {"size": PLOTLY_STYLE["legend_size"]}},
+        hoverlabel={"font": {"family": font["family"]}},
+    ))
+
+
+pio.templates[PLOTLY_TEMPLATE] = plotly_template()
+pio.templates.default = f"plotly+{PLOTLY_TEMPLATE}"
+
+
+def palette(scale: str, n: int, skip: int = 2, extra: int | None = None) -> list[str]:
+    """``n`` colours of a plotly colour scale as the notebooks sample them:
+    ``sample_colorscale(scale, n + extra)[skip:][:n]`` (``extra`` defaults to ``skip``). The notebooks' rules:
+    curves per H/N/lr ``(n + 2)[2:]`` (Blues/Reds/Oranges); κ curves ``sample_colorscale("Viridis", n)``
+    (``skip=0``); μPC in paper Fig. 1 ``("Blues", n + 2)[1:]`` (``skip=1, extra=2``)."""
+    if n <= 0:
+        return []
+    m = n + (skip if extra is None else extra)
+    return pcolors.sample_colorscale(scale, m)[skip:][:n] if m > 1 else pcolors.sample_colorscale(scale, [1.0])
+
+
+def png_scale() -> float:
+    """PNG pixels per layout px: :data:`PLOTLY_STYLE` ``png_scale`` at the default dpi, scaled by ``TRAINSCAPE_DPI``."""
+    return PLOTLY_STYLE["png_scale"] * dpi() / float(STYLE["savefig.dpi"])
+
+
+def static_plotly(fig: Any) -> bool:
+    """Whether a plotly figure gets static files: every figure but an animation (frames, a slider), whose
+    static image would show only its first frame; that one stays interactive HTML alone."""
+    return fig is not None and hasattr(fig, "to_image") and not fig.frames
+
+
+# --- kaleido: one server per process
+
+_KALEIDO = {"started": False}
+CHROMIUM_HINT = ("static plotly figures (PNG/PDF) are drawn by kaleido in Chromium, and none was found "
+                 "(not on PATH, no BROWSER_PATH): install it with `apt-get install chromium` (or run "
+                 "`make setup` as root)")
+
+
+def find_chromium() -> str | None:
+    """The browser kaleido would drive (choreographer's own search: BROWSER_PATH, then PATH), or None."""
+    from choreographer.browsers.chromium import Chromium
+
+    return Chromium.find_browser(skip_local=False)
+
+
+def check_chromium() -> None:
+    """ConfigError naming what to install when no Chromium is found (before a render computes)."""
+    if find_chromium() is None:
+        raise ConfigError(CHROMIUM_HINT)
+
+
+def kaleido_server() -> None:
+    """Start this process's kaleido server at its first image (≈2 s; later images ≈0.2 s); stopped at exit."""
+    if _KALEIDO["started"]:
+        return
+    import kaleido
+
+    check_chromium()
+    kaleido.start_sync_server(silence_warnings=True)
+    _KALEIDO["started"] = True
+    atexit.register(stop_kaleido_server)
+
+
+def stop_kaleido_server() -> None:
+    if _KALEIDO["started"]:
+        import kaleido
+
+        kaleido.stop_sync_server(silence_warnings=True)
+        _KALEIDO["started"] = False
+
+
+#: Chromium's PDF writer stamps the time of writing; a fixed date of the same length keeps the xref offsets.
+_PDF_DATE = re.compile(rb"/(CreationDate|ModDate) ?\(D:[0-9]{14}[^)]*\)")
+
+
+def _fixed_date(m: re.Match) -> bytes:
+    stamp = b"D:19700101000000+00'00'"
+    head = b"/" + m.group(1) + (b" (" if b" (" in m.group(0) else b"(")
+    body = m.group(0)[len(head):-1]
+    return head + (stamp[: len(body)] if len(body) <= len(stamp) else stamp + b" " * (len(body) - len(stamp))) + b")"
+
+
+def stable_pdf(data: bytes) -> bytes:
+    """Chromium's PDF with its creation and modification dates fixed (same byte length), so a rebuild writes
+    the same bytes."""
+    return _PDF_DATE.sub(_fixed_date, data)
+
+
+def plotly_image(fig: Any, fmt: str) -> bytes:
+    """One image of ``fig`` through this process's kaleido server, at the figure's layout size."""
+    kaleido_server()
+    with warnings.catch_warnings():  # "kopts is ignored if using a server": we use the server on purpose
+        warnings.simplefilter("ignore", UserWarning)
+        data = pio.to_image(fig, format=fmt, scale=png_scale() if fmt == "png" else 1.0, validate=False)
+    return stable_pdf(data) if fmt == "pdf" else data
+
+
+def save_plotly_static(fig: Any, base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+    """``<base>.<fmt>`` of a plotly figure for each format, drawn by kaleido, each written atomically."""
+    base = Path(base)
+    out = []
+    for fmt in formats:
+        path = base.with_name(f"{base.name}.{fmt}")
+        data = plotly_image(fig, fmt)
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data)
+        out.append(path)
+    return out

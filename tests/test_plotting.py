@@ -1,13 +1,19 @@
-"""save_mpl lays a figure out once for all its formats: the files must be those of a plain savefig."""
+"""save_mpl lays a figure out once for all its formats: the files must be those of a plain savefig; a plotly
+figure's PNG and PDF come from kaleido, byte-stable, and a render that needs Chromium says so before computing."""
 
 from __future__ import annotations
 
+import os
+import struct
+
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 
+from pipeline import plotting
 from pipeline.config import ConfigError
 from pipeline.contract import Figure
-from pipeline.figure_writer import figure_workers, save_figures
+from pipeline.figure_writer import check_settings, exports_plotly_images, figure_workers, save_figure, save_figures
 from pipeline.plotting import _META, dpi, plt, save_mpl
 from pipeline.stage import prepare
 
@@ -89,3 +95,76 @@ def test_a_failing_forked_save_stops_the_render_and_a_bad_worker_count_is_named(
             prepare("render", "imprint", "glyph")
         with pytest.raises(ConfigError, match="imprint has no train unit 'nope'"):  # other kinds ignore it
             prepare("train", "imprint", "nope")
+
+
+# ----------------------------------------------------------------------------- plotly through kaleido
+
+
+#: set-up installs Chromium, so under CI a missing one is a failure, not a skip
+needs_chromium = pytest.mark.skipif(plotting.find_chromium() is None and os.environ.get("CI") != "true",
+                                    reason="no Chromium for kaleido (apt-get install chromium); CI=true fails instead")
+
+
+def plotly_figure() -> go.Figure:
+    fig = go.Figure(go.Scatter(x=[1, 10, 100], y=[3, 1, 2], mode="lines+markers", name="H=8"))
+    fig.update_layout(width=450, height=300, xaxis_type="log", title="kaleido")
+    return fig
+
+
+@needs_chromium
+def test_kaleido_writes_png_and_pdf_of_the_layout_size_beside_the_html(tmp_path, monkeypatch):
+    """A figure drawn with plotly alone: PNG (layout size × the style's scale) and PDF from kaleido, then its
+    HTML; a rebuild writes the same bytes (Chromium's PDF dates are fixed)."""
+    monkeypatch.setenv("TRAINSCAPE_DPI", "75")  # scale 1: 450 × 300 px
+    fig = Figure("k", "caption", "none", plotly=plotly_figure())
+    files = save_figure(fig, tmp_path)
+    assert [p.name for p in files] == ["k.png", "k.pdf", "k.html"]
+    png = files[0].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (450, 300)
+    pdf = files[1].read_bytes()
+    assert pdf[:5] == b"%PDF-" and b"D:19700101000000" in pdf and b"/MediaBox" in pdf
+    first = {p.name: p.read_bytes() for p in files}
+    again = save_figure(fig, tmp_path / "again")
+    assert {p.name: p.read_bytes() for p in again} == first
+    monkeypatch.setenv("TRAINSCAPE_DPI", "150")  # the default: scale 2
+    (big, *_) = save_figure(Figure("b", "c", "none", plotly=plotly_figure()), tmp_path)
+    assert struct.unpack(">II", big.read_bytes()[16:24]) == (900, 600)
+
+
+def test_pdf_dates_are_fixed_in_place():
+    raw = b"<< /CreationDate (D:20261126151944+00'00') /ModDate (D:20261126151944+00'00') >>\nxref"
+    out = plotting.stable_pdf(raw)
+    assert len(out) == len(raw) and out.count(b"D:19700101000000+00'00'") == 2  # xref offsets stay valid
+
+
+def test_an_animation_and_a_matplotlib_figure_get_no_kaleido_image(tmp_path, monkeypatch):
+    def boom(*_a, **_k):
+        raise AssertionError("kaleido called")
+
+    monkeypatch.setattr(plotting, "plotly_image", boom)
+    anim = plotly_figure()
+    anim.frames = [go.Frame(data=[go.Scatter(x=[1], y=[1])])]
+    assert [p.name for p in save_figure(Figure("a", "c", "none", plotly=anim), tmp_path)] == ["a.html"]
+    (mpl,) = _figures(1)
+    mpl.plotly = plotly_figure()
+    assert [p.name for p in save_figure(mpl, tmp_path)] == ["fig0.png", "fig0.pdf", "fig0.html"]
+
+
+def test_the_palette_is_the_notebooks_sampling():
+    from plotly.colors import sample_colorscale
+
+    assert plotting.palette("Blues", 3) == sample_colorscale("Blues", 5)[2:]
+    assert plotting.palette("Blues", 3, skip=1, extra=2) == sample_colorscale("Blues", 5)[1:4]
+    assert plotting.palette("Viridis", 4, skip=0, extra=0) == sample_colorscale("Viridis", 4)
+    assert go.Figure().layout.template.layout.font.size == plotting.PLOTLY_STYLE["font"]["size"]
+
+
+def test_a_render_that_exports_plotly_images_needs_chromium_before_any_compute(monkeypatch):
+    """Checked with the render's settings (stages/render.py's checks), only for units that export plotly images:
+    one line naming what to install."""
+    assert exports_plotly_images("mupc_training", "F22") and not exports_plotly_images("imprint", "glyph")
+    assert not exports_plotly_images("no_such_study", "x")
+    monkeypatch.setattr(plotting, "find_chromium", lambda: None)
+    with pytest.raises(ConfigError, match=r"apt-get install chromium.*make setup"):
+        check_settings(["mupc_training", "F22", "--profile", "smoke"])
+    check_settings(["imprint", "glyph"])  # matplotlib only: no browser needed

@@ -8,8 +8,9 @@ import copy
 import json
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
-from matplotlib.figure import Figure as MplFigure
+from plotly.colors import sample_colorscale
 
 from pipeline.config import load_section, read_tree
 from pipeline.contract import Context
@@ -66,9 +67,31 @@ def draw(family: str, synth, raw: dict | None = None, clean: bool = False, g: di
     return render_family(cfg, family, sw, head.get("selected_lrs", {})), head
 
 
-def drawn(ax) -> list[np.ndarray]:
-    """The y data of every line of an axes with at least one point."""
-    return [np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines() if len(line.get_ydata())]
+def panels(fig: go.Figure) -> dict[str, list]:
+    """The traces of each visible subplot, by x axis ("x", "x2", …)."""
+    out: dict[str, list] = {}
+    for t in fig.data:
+        out.setdefault(t.xaxis or "x", []).append(t)
+    return out
+
+
+def curves(traces) -> list:
+    """The mean lines (not the filled bands, not the contour marks) among ``traces``."""
+    return [t for t in traces if t.type == "scatter" and t.fill is None and t.mode != "text"]
+
+
+def drawn(traces) -> list[np.ndarray]:
+    """The y data of every mean line with at least one point."""
+    return [np.asarray(t.y, dtype=float) for t in curves(traces) if t.y is not None and len(t.y)]
+
+
+def axis(fig: go.Figure, anchor: str, xy: str = "x"):
+    """The layout axis a trace's ``xaxis``/``yaxis`` anchor ("x2") names."""
+    return fig.layout[f"{xy}axis{anchor[1:]}"]
+
+
+def subplot_titles(fig: go.Figure) -> list[str]:
+    return [a.text for a in fig.layout.annotations if a.yanchor == "bottom" and a.text]
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))
@@ -81,18 +104,17 @@ def test_family_draws_its_figures(family, synth):
         assert f.family == family and f.id.startswith(family) and f.seed_figure and f.caption
         assert f.sources and {s for _, s in f.sources} <= set(FAMILIES[family].reads())
         assert all(kind == "train" for kind, _ in f.sources)
-        assert isinstance(f.mpl, MplFigure) and f.plotly is None
-        axes = [ax for ax in f.mpl.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
-        assert axes and (f.mpl.get_suptitle() or axes[0].get_title())
-        if family in ("F23", "F24", "F25"):  # heat maps: each panel has a mesh with finite cells
-            meshes = [c for ax in axes for c in ax.collections if hasattr(c, "get_array") and
-                      c.get_array() is not None]
-            assert meshes and all(np.isfinite(np.ma.filled(m.get_array(), np.nan)).any() for m in meshes)
-        else:  # curves: every panel draws at least one series with finite values
-            for ax in axes:
-                assert ax.get_xlabel() and ax.get_ylabel(), (f.id, ax)
-                ys = drawn(ax)
-                assert ys and any(np.isfinite(y).any() for y in ys), (f.id, ax.get_title())
+        fig = f.plotly
+        assert isinstance(fig, go.Figure) and f.mpl is None and not fig.frames  # kaleido writes its PNG/PDF
+        assert fig.layout.title.text and fig.layout.width and fig.layout.height
+        for anchor, traces in panels(fig).items():
+            assert axis(fig, anchor).title.text and axis(fig, "y" + anchor[1:], "y").title.text, (f.id, anchor)
+            if family in ("F23", "F24", "F25"):  # contours: each panel has one with finite cells
+                (z,) = [np.asarray(t.z, dtype=float) for t in traces if t.type in ("contour", "heatmap")]
+                assert np.isfinite(z).any(), (f.id, anchor)
+            else:  # curves: every panel draws at least one series with finite values
+                ys = drawn(traces)
+                assert ys and any(np.isfinite(y).any() for y in ys), (f.id, anchor)
     assert any("clean" in f.id for f in figs) == (clean and family != "F22")
     assert head["family"] == family and head["profile"] == "smoke" and head["selection"] == "computed"
 
@@ -109,15 +131,14 @@ def test_figure_ids_and_panels(family, ids, synth):
     figs, _ = draw(family, synth)
     assert sorted(f.id for f in figs) == ids
     if family == "F7":  # rows = acts, columns = H of the synthetic S1 grid; one band per activity lr
-        fig = next(f.mpl for f in figs if f.id.endswith("_mnist") and "fashion" not in f.id)
-        assert len(fig.axes) == 3 * 2
-        assert {ax.get_title() for ax in fig.axes} == {f"{a}, H={h}" for a in ("linear", "tanh", "relu")
-                                                       for h in (2, 4)}
-        assert all(len(drawn(ax)) == 2 for ax in fig.axes)
+        fig = next(f.plotly for f in figs if f.id.endswith("_mnist") and "fashion" not in f.id)
+        assert len(panels(fig)) == 3 * 2
+        assert set(subplot_titles(fig)) == {f"{a}, H={h}" for a in ("linear", "tanh", "relu") for h in (2, 4)}
+        assert all(len(drawn(t)) == 2 for t in panels(fig).values())
     if family == "F19":  # BP, PC (chance), μPC per dataset
-        (fig,) = [f.mpl for f in figs]
-        assert len(fig.axes) == 2 and all(len(drawn(ax)) == 3 for ax in fig.axes)
-        assert all(np.allclose(drawn(ax)[1], 10.0) for ax in fig.axes)
+        (fig,) = [f.plotly for f in figs]
+        assert len(panels(fig)) == 2 and all(len(drawn(t)) == 3 for t in panels(fig).values())
+        assert all(np.allclose(drawn(t)[1], 10.0) for t in panels(fig).values())
 
 
 def test_activity_decay_headline_matches_hand_computation(synth):
@@ -242,8 +263,10 @@ def test_f19_labels_pc_as_not_measured(synth):
     figs, head = draw("F19", synth)
     assert all("NOT MEASURED" in f.caption for f in figs)
     assert all(set(v) == {"BP", "PC (not measured: 10 % fill)", "μPC"} for v in head["final_acc"].values())
-    labels = [t.get_text() for ax in figs[0].mpl.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    labels = [t.name for t in figs[0].plotly.data if t.showlegend is not False]
     assert "PC (not measured: 10 % fill)" in labels
+    note = figs[0].plotly.layout.annotations[-1]  # the project's note, below the plot and grey
+    assert note.text.startswith("trainscape: PC is NOT MEASURED") and note.yanchor == "top" and note.y == 0
 
 
 def test_run_missing_on_disk_is_an_error(synth):
@@ -335,18 +358,18 @@ def test_the_render_draws_the_extracts_lrs(synth):
 
 
 def test_a_one_point_curve_is_drawn_as_a_marker():
-    """A run stopped at its first evaluation has one point: a line style alone would draw nothing."""
-    import matplotlib.pyplot as plt
+    """A run stopped at its first evaluation has one point: a line style alone would draw nothing. Each curve is
+    the notebook's band (filled, opacity 0.3, invisible outline, no legend) under its mean line."""
+    from pipeline.studies.mupc.training.panels import Panels, band
 
-    from pipeline.studies.mupc.training.figures import band
-
-    fig, ax = plt.subplots()
-    band(ax, np.array([8]), np.array([12.0]), np.array([0.0]), "k", "BP", marker=None)
-    band(ax, np.array([8, 16]), np.array([12.0, 14.0]), np.array([0.0, 0.0]), "r", "μPC", marker=None)
-    one, two = ax.get_lines()
-    assert one.get_marker() == "o" and list(one.get_ydata()) == [12.0]
-    assert two.get_marker() in (None, "None", "")  # a real line keeps its style
-    plt.close(fig)
+    p = Panels(1, 1)
+    band(p, 1, 1, np.array([8]), np.array([12.0]), np.array([0.0]), "black", "BP", marker=False)
+    band(p, 1, 1, np.array([8, 16]), np.array([12.0, 14.0]), np.array([1.0, 2.0]), "red", "μPC", marker=False)
+    fill1, one, fill2, two = p.done().data
+    assert one.mode == "lines+markers" and list(one.y) == [12.0]
+    assert two.mode == "lines"  # a real line keeps its style
+    assert fill2.fill == "toself" and fill2.opacity == 0.3 and fill2.showlegend is False
+    assert list(fill2.y) == [13.0, 16.0, 12.0, 11.0] and fill2.line.color == "rgba(255,255,255,0)"
 
 
 def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeypatch, synth):
@@ -370,8 +393,7 @@ def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeyp
         env.headline["final_acc_per_act_lr"] = dict(zip(map(str, lrs), accs))
 
     def draw_final_acc_per_lr(env, sweep: str) -> list[Figure]:
-        fig, ax = plt.subplots()
-        ax.plot(*finals(env, sweep), marker="o")
+        fig = go.Figure(go.Scatter(x=finals(env, sweep)[0], y=finals(env, sweep)[1], mode="lines+markers"))
         return [figures.finish(env, fig, "F99_final_acc", "final accuracy per activity lr", "none", [sweep], False)]
 
     monkeypatch.setitem(FAMILIES, "F99", FigureFamily("final_acc_per_lr", {"sweep": "S1"}, options=()))
@@ -390,3 +412,126 @@ def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeyp
     study = registry.load(SECTION)
     for kind in ("extract", "render"):
         assert "F99" in study.family(kind).units(registry.config(study, load_params()))
+
+
+# ----------------------------------------------------------------------------- the notebook's drawing, by content
+
+
+def lines_by_panel(fig: go.Figure) -> dict[str, list]:
+    return {a: curves(t) for a, t in panels(fig).items()}
+
+
+def test_f7_draws_the_notebooks_lr_sweep(synth):
+    """plot_metric_per_iv(iv_id="activity_lr"): Oranges, sample_colorscale(n + 2)[2:], band + lines+markers of
+    width 2, linear axes, three x ticks (t+1)·test_every at the first, middle and last evaluation."""
+    figs, _ = draw("F7", synth)
+    fig = next(f.plotly for f in figs if f.id == "F7_sp_gd_lr_sweep_mnist")
+    assert [t.type for t in fig.data] == ["scatter"] * len(fig.data)
+    for anchor, traces in panels(fig).items():
+        bands = [t for t in traces if t.fill == "toself"]
+        lines = curves(traces)
+        assert len(bands) == len(lines) == 2
+        assert [t.line.color for t in lines] == sample_colorscale("Oranges", 4)[2:]
+        assert all(t.mode == "lines+markers" and t.line.width == 2 for t in lines)
+        assert [t.name for t in lines] == ["η=5e-1", "η=5e-2"]
+        assert all(b.opacity == 0.3 and b.hoverinfo == "skip" for b in bands)
+        x = axis(fig, anchor)
+        assert x.type in (None, "linear", "-") and x.title.text == "Training iteration"
+        n = len(lines[0].x)
+        assert list(x.tickvals) == sorted({float(lines[0].x[0]), float(lines[0].x[int((n - 1) / 2)]),
+                                           float(lines[0].x[-1])})
+    assert fig.layout.title.text == "MNIST: SP PC (sp_gd), test accuracy per activity lr"
+
+
+def test_f12_draws_kappa_in_viridis(synth):
+    """κ curves: sample_colorscale("Viridis", n) (no skip), the notebook's linear y axis, ticks at t·test_every."""
+    figs, _ = draw("F12", synth)
+    (fig,) = [f.plotly for f in figs]
+    for anchor, lines in lines_by_panel(fig).items():
+        assert [t.line.color for t in lines] == sample_colorscale("Viridis", len(lines))
+        assert axis(fig, "y" + anchor[1:], "y").type in (None, "linear", "-")
+        assert axis(fig, anchor).tickvals[0] == 0.0  # row 0 is the initialisation
+    assert subplot_titles(fig) == ["linear", "relu", "tanh"]
+
+
+@pytest.mark.parametrize("family,scale", [("F14", "Reds"), ("F15", "Blues")])
+def test_f14_f15_colour_by_width_and_depth(family, scale, synth):
+    figs, _ = draw(family, synth)
+    for f in figs:
+        for lines in lines_by_panel(f.plotly).values():
+            assert [t.line.color for t in lines] == sample_colorscale(scale, len(lines) + 2)[2:]
+
+
+def test_f18_draws_paper_figure_1(synth):
+    """plot_mupc_vs_pc_vs_bp_accs: μPC Blues (n + 2)[1:] solid, PC Reds (n + 2)[2:] dashed, BP black dashed width 3
+    without markers at the deepest H, the y ticks of the activation."""
+    figs, _ = draw("F18", synth)
+    fig = figs[0].plotly
+    (lines,) = lines_by_panel(fig).values()
+    mu = [t for t in lines if t.name.startswith("μPC")]
+    pc = [t for t in lines if t.name.startswith("PC")]
+    bp = [t for t in lines if t.name.startswith("BP")]
+    n = len(mu)
+    assert [t.line.color for t in mu] == sample_colorscale("Blues", n + 2)[1:][:n]
+    assert [t.line.color for t in pc] == sample_colorscale("Reds", n + 2)[2:]
+    assert all(t.line.dash is None and t.mode == "lines+markers" for t in mu)
+    assert all(t.line.dash == "dash" for t in pc)
+    (b,) = bp
+    assert b.line.color == "black" and b.line.dash == "dash" and b.line.width == 3 and b.mode == "lines"
+    assert list(fig.layout.yaxis.tickvals) == [10, 50, 90]  # relu
+    assert [t.type for t in fig.data] == ["scatter"] * len(fig.data) and len(fig.data) == 2 * (2 * n + 1)
+
+
+def test_f19_draws_the_128_layer_comparison(synth):
+    figs, _ = draw("F19", synth)
+    fig = figs[0].plotly
+    for lines in lines_by_panel(fig).values():
+        bp, pc, mu = lines
+        assert (bp.line.color, bp.mode, bp.line.width) == ("#222A2A", "lines", 2)
+        assert (pc.line.color, pc.mode, pc.line.dash, pc.line.width) == ("#EF553B", "lines", "dash", 3)
+        assert (mu.line.color, mu.mode) == ("#636EFA", "markers")
+    assert list(fig.layout.yaxis.tickvals) == [10, 55, 100] and list(fig.layout.yaxis2.tickvals) == [10, 50, 90]
+
+
+def test_f22_draws_accuracy_per_activity_decay(synth):
+    """plot_accs_per_activity_decay: one colour, x = the decays' index with their values as tick text, no legend."""
+    figs, _ = draw("F22", synth)
+    fig = figs[0].plotly
+    assert fig.layout.showlegend is False
+    for anchor, lines in lines_by_panel(fig).items():
+        (line,) = lines
+        assert line.line.color == "#636EFA" and list(line.x) == [0.0, 1.0]
+        x = axis(fig, anchor)
+        assert list(x.tickvals) == [0, 1] and list(x.ticktext) == ["0.1", "0"] and x.title.text == "Activity decay"
+
+
+@pytest.mark.parametrize("family,rows", [("F24", [("RdBu_r", "Training loss")]),
+                                         ("F25", [("RdBu_r", "Training loss"), ("Greens", "Test accuracy (%)")])])
+def test_contours_draw_the_notebooks_phase_diagrams(family, rows, synth):
+    """plot_learning_rates_contour: go.Contour of log10 values, heatmap colouring, RdBu_r (loss) / Greens (acc),
+    the colour bar titled on the right with six 10^e ticks from floor(min) to ceil(max), log axes (nticks 5 and
+    2, power exponents); the optimum star and the note below the plot are the project's."""
+    figs, head = draw(family, synth)
+    fig = figs[0].plotly
+    conts = [t for t in fig.data if t.type == "contour"]
+    acts = ["linear", "relu", "tanh"]
+    n_iv = 3 if family == "F24" else 1
+    assert len(conts) == len(acts) * len(rows) * n_iv
+    for k, t in enumerate(conts):
+        scale, title = rows[(k // n_iv) % len(rows)]
+        assert t.colorscale == go.Contour(colorscale=scale).colorscale and t.contours.coloring == "heatmap"
+        assert t.colorbar.title.text == title and t.colorbar.title.side == "right"
+        z = np.asarray(t.z, dtype=float)
+        finite = z[np.isfinite(z)]
+        want = np.linspace(np.floor(finite.min()), np.ceil(finite.max()), 6)
+        assert np.allclose(t.colorbar.tickvals, want) and t.colorbar.ticktext[0] == f"10<sup>{want[0]:.1f}</sup>"
+        x, y = axis(fig, t.xaxis), axis(fig, t.yaxis, "y")
+        assert (x.type, x.nticks, x.exponentformat) == ("log", 5, "power")
+        assert (y.type, y.nticks, y.exponentformat) == ("log", 2, "power")
+        assert list(t.x) == sorted(t.x) and list(t.y) == sorted(t.y)
+    stars = [t for t in fig.data if t.type == "scatter" and t.marker.symbol == "star"]
+    assert stars and all(t.name == "optimum" for t in stars)
+    assert fig.layout.annotations[-1].text.startswith("trainscape:") and fig.layout.plot_bgcolor == "white"
+    if family == "F25":  # the star sits where the extract's optimum is
+        opt = head["contour_optimum"]["notebook/linear/acc"]
+        assert (stars[1].x[0], stars[1].y[0]) == (opt["act_lr"], opt["param_lr"])

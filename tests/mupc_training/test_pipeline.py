@@ -89,7 +89,8 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     [entry] = side["figures"]
     assert entry["id"] == "mupc_training/F22_activity_decay_mnist" and entry["family"] == "F22"
     assert entry["sources"][0]["stage"] == S5
-    assert [Path(f).name for f in entry["files"]] == ["F22_activity_decay_mnist.png", "F22_activity_decay_mnist.pdf"]
+    stem = "F22_activity_decay_mnist"
+    assert [Path(f).name for f in entry["files"]] == [f"{stem}.{ext}" for ext in ("png", "pdf", "html")]
 
     second = repo_copy.dvc("repro", *TRAIN, RENDER)
     assert "Running stage" not in second.stdout, second.stdout

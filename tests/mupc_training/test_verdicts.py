@@ -186,7 +186,7 @@ def test_transfer_accepts_a_neighbouring_optimum_and_leaves_failed_seeds_out(pro
     ns, hs = sorted({rc.N for rc in expand(cfg, "S7")}), sorted({rc.H for rc in expand(cfg, "S6")})
     multi_seed = len({rc.seed for rc in expand(cfg, "S7")}) > 1
     failed = {ns[0]: two_steps_off(cfg, "S7"), hs[-1]: two_steps_off(cfg, "S6")} if multi_seed else {}
-    m = published(profile, ("F23", "F24"), transfer_arrays({ns[-1]: 1, hs[-1]: 1}, failed))
+    m = published(profile, ("F14", "F15", "F23", "F24"), transfer_arrays({ns[-1]: 1, hs[-1]: 1}, failed))
     relu = m[fam("F23")]["transfer_width"]["relu"]
     assert max(relu["span"].values()) == 1 and max(relu["from_notebook"].values()) == 1  # one step, on one lr
     for cid in ("mupc_lr_transfers_across_width", "mupc_lr_transfers_across_depth",
@@ -208,6 +208,6 @@ def test_the_notebook_optimum_claim_fails_two_steps_away(profile):
             out["batch_train_losses"] = 0.1 * (1 + 0.2 * d) + 0.01 * np.arange(4)[::-1]
         return out
 
-    m = published(profile, ("F23", "F24"), arrays)
+    m = published(profile, ("F14", "F15", "F23", "F24"), arrays)
     assert verdict("mupc_lr_transfers_across_width", m, profile) == "holds"
     assert verdict("mupc_transfer_optimum_is_notebooks", m, profile) == "fails"

@@ -21,7 +21,15 @@ from pipeline.contract import Figure, Output
 from pipeline.executor import figure_workers_setting
 from pipeline.io import atomic_dir, read_json, write_json
 from pipeline.paths import figures_dir, rel, sidecar_path
-from pipeline.plotting import check_chromium, dpi, save_mpl, save_plotly_html, save_plotly_static, static_plotly
+from pipeline.plotting import (
+    check_chromium,
+    dpi,
+    save_mpl,
+    save_plotly_html,
+    save_plotly_js,
+    save_plotly_static,
+    static_plotly,
+)
 from pipeline.records import run_entry, write_files
 from pipeline.tracking import Tracker
 
@@ -140,9 +148,11 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
         write_files(tmp, output)
         for fig, paths in zip(output.figures, save_figures(output.figures, tmp), strict=True):
             saved.append((fig, [p.name for p in paths]))
+        js = save_plotly_js(tmp).name if any(fig.plotly is not None for fig in output.figures) else None
     entries = []
     for fig, names in saved:
-        for name in names:
+        # an HTML file loads the unit's plotly.js beside it: in MLflow's artifacts too
+        for name in names + ([js] if js and any(n.endswith(".html") for n in names) else []):
             tracker.parent.log_artifact(out / name, f"figures/{fig.id}")
         sources = [{"stage": source_meta[s].get("stage"), "meta_sha256": run_records.fingerprint(source_meta[s])}
                    for s in fig.sources]

@@ -168,3 +168,17 @@ def test_a_render_that_exports_plotly_images_needs_chromium_before_any_compute(m
     with pytest.raises(ConfigError, match=r"apt-get install chromium.*make setup"):
         check_settings(["mupc_training", "F22", "--profile", "smoke"])
     check_settings(["imprint", "glyph"])  # matplotlib only: no browser needed
+
+
+def test_plotly_html_loads_the_units_one_copy_of_plotly_js(tmp_path):
+    """Each HTML file loads plotly.js from its folder (4.6 MB once per render unit, not in every file)."""
+    import plotly.graph_objects as go
+
+    from pipeline.plotting import PLOTLY_JS, save_plotly_html, save_plotly_js
+
+    fig = go.Figure(go.Scatter(x=[1, 2], y=[3, 4]))
+    html = save_plotly_html(fig, tmp_path / "a.html").read_text()
+    assert f'src="{PLOTLY_JS}"' in html and len(html) < 100_000
+    js = save_plotly_js(tmp_path).read_text()
+    assert len(js) > 1_000_000 and "plotly" in js[:2000].lower()
+    assert save_plotly_html(fig, tmp_path / "b.html").read_text().replace("b", "a") == html.replace("b", "a")

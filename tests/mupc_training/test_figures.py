@@ -531,6 +531,11 @@ def test_contours_draw_the_notebooks_phase_diagrams(family, rows, synth):
         assert list(t.x) == sorted(t.x) and list(t.y) == sorted(t.y)
     stars = [t for t in fig.data if t.type == "scatter" and t.marker.symbol == "star"]
     assert stars and all(t.name == "optimum" for t in stars)
+    for t in stars:  # plotly.js culls a marker outside its axes' range: a corner optimum must stay inside
+        x, y = axis(fig, t.xaxis), axis(fig, t.yaxis, "y")
+        for v, ax in ((t.x[0], x), (t.y[0], y)):
+            lv = np.log(v) / np.log(10)  # as JavaScript computes it (0.1 -> -0.9999999999999998)
+            assert ax.range[0] < lv < ax.range[1], (v, ax.range)
     assert fig.layout.annotations[-1].text.startswith("trainscape:") and fig.layout.plot_bgcolor == "white"
     if family == "F25":  # the star sits where the extract's optimum is
         opt = head["contour_optimum"]["notebook/linear/acc"]

@@ -88,6 +88,9 @@ class Panels:
         return self.fig
 
 
+
+EDGE = 1e-6  # decades added to each side of a contour's log axes (see contour's span)
+
 def band(p: Panels, r: int, c: int, x: np.ndarray, mean: np.ndarray, std: np.ndarray, colour: Any, label: str,
          marker: bool | str = True, dash: str | None = None, width: float = 2, hover: str | None = None,
          ticks: bool = True) -> None:
@@ -145,10 +148,12 @@ def contour(p: Panels, r: int, c: int, a_lrs: Sequence[float], p_lrs: Sequence[f
           "name": title}
     both = zz.shape[0] >= 2 and zz.shape[1] >= 2
     p.add(go.Contour(contours_coloring="heatmap", **kw) if both else go.Heatmap(**kw), r, c)
-    def span(v: Sequence[float]) -> list[float]:  # the grid's extent (markers on its edge do not widen it)
+    def span(v: Sequence[float]) -> list[float]:
+        """The grid's extent (markers on its edge do not widen it), out by 1e-6 decades: plotly.js culls a
+        marker outside the range, and its log10 of an edge value (0.1 → −0.9999999999999998) can be."""
         lv = np.log10(np.asarray(v, dtype=float))
         lo, hi = float(lv.min()), float(lv.max())
-        return [lo, hi] if lo < hi else [lo - 0.5, hi + 0.5]
+        return [lo - EDGE, hi + EDGE] if lo < hi else [lo - 0.5, hi + 0.5]
 
     p.fig.update_xaxes(type="log", nticks=5, exponentformat="power", range=span(a_lrs), row=r, col=c)
     p.fig.update_yaxes(type="log", nticks=2, exponentformat="power", range=span(p_lrs), row=r, col=c)

@@ -211,3 +211,23 @@ def test_the_notebook_optimum_claim_fails_two_steps_away(profile):
     m = published(profile, ("F14", "F15", "F23", "F24"), arrays)
     assert verdict("mupc_lr_transfers_across_width", m, profile) == "holds"
     assert verdict("mupc_transfer_optimum_is_notebooks", m, profile) == "fails"
+
+
+@pytest.mark.parametrize("family,key", [("F14", "best_final_acc"), ("F15", "best_final_acc"),
+                                        ("F13", "final_acc_per_act_lr")])
+def test_one_empty_seed_leaves_the_width_and_depth_cells_measured(family, key):
+    """F13–F15 (what mupc_trains_at_every_depth/_width read): a seed that diverged before its first test is
+    chance and a seed that stopped early keeps its last value, so no cell is None and none is cut short."""
+    def arrays(rc: RunConfig) -> dict[str, np.ndarray]:
+        out = paperlike(rc)
+        if rc.seed == 1:  # diverged before its first test
+            return {**out, "test_accs": np.zeros(0), "test_losses": np.zeros(0)}
+        if rc.seed == 2:  # stopped early: one evaluation, at its final value
+            return {**out, "test_accs": out["test_accs"][-1:], "test_losses": out["test_losses"][-1:]}
+        return out
+
+    (m,) = published("paper", (family,), arrays).values()
+    cells = m[key] if family != "F13" else {f"{k}/{lr}": v for k, d in m[key].items() for lr, v in d.items()}
+    assert cells and all(v is not None for v in cells.values()), cells
+    for name, v in cells.items():  # seeds 0 and 2 end at their curve's top (90 or 60), seed 1 at chance (10)
+        assert v == pytest.approx((2 * 90 + 10) / 3) or v == pytest.approx((2 * 60 + 10) / 3), (name, v)

@@ -74,7 +74,8 @@ def sweep_pick(env: Env, sweep: str, ds: str, act: str, H: int,
 
 def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> None:
     """F7–F11: the lr sweep's pick per cell (``best_act_lr``) and, at the best lr per (ds, act, H), the final
-    accuracy and κ(H_z) at init and at the last reached row."""
+    accuracy (verdict aggregation, :func:`~pipeline.studies.mupc.training.grid.verdict_acc`) and κ(H_z) at
+    init and at the last reached row."""
     runs = sweep_runs(env, sweep)
     datasets = values(runs, "dataset")
     if sweep_fig:
@@ -97,7 +98,7 @@ def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> None:
                 p_lr, a_lr = choose(env, sweep, [cell], sp_table(env, sweep, ds, act, H, cell[0].param_lr),
                                     f"{ds}/{act}/H={H}")
                 chosen = by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
-                best_final[f"{ds}/{act}/H={H}"] = last(accs(env, sweep, chosen))
+                best_final[f"{ds}/{act}/H={H}"] = verdict_acc(env, sweep, chosen)
                 kap = kappa_series(env, sweep, chosen, False)
                 if kap is not None:
                     kappa_ends(env, f"{ds}/{act}/H={H}", kap[0])
@@ -124,8 +125,9 @@ def mupc_cond(env: Env, sweep: str) -> None:
 
 
 def mupc_lr_sweep(env: Env, sweep: str) -> None:
-    """F13: at the selected param lr, the final mean accuracy of every activity lr per cell (an empty seed
-    → [chance], as the figure draws it)."""
+    """F13: at the selected param lr, the final accuracy of every activity lr per cell, as the verdicts
+    aggregate it (:func:`~pipeline.studies.mupc.training.grid.verdict_acc`: a seed without evaluations is
+    chance, an early-stopped one keeps its last value; no truncation to the shortest seed)."""
     runs = sweep_runs(env, sweep)
     band = env.headline.setdefault("final_acc_per_act_lr", {})
     for ds in values(runs, "dataset"):
@@ -135,12 +137,12 @@ def mupc_lr_sweep(env: Env, sweep: str) -> None:
             for H in values(dr, "H"):
                 cell = pick(dr, act=act, H=H, param_lr=p_lrs[act])
                 for a_lr in values(cell, "act_lr", descending=True):
-                    final = last(accs(env, sweep, pick(cell, act_lr=a_lr), ag.fill_empty))
+                    final = verdict_acc(env, sweep, pick(cell, act_lr=a_lr))
                     band.setdefault(f"{ds}/{act}/H={H}", {})[decimal(a_lr)] = final
 
 
 def mupc_best(env: Env, sweep: str, over: str) -> None:
-    """F14 (across N) / F15 (across H): μPC's final accuracy at the best lrs per act."""
+    """F14 (across N) / F15 (across H): μPC's final accuracy at the best lrs per act (verdict aggregation)."""
     runs = sweep_runs(env, sweep)
     sym = "N" if over == "N" else "H"
     best_final = env.headline.setdefault("best_final_acc", {})
@@ -150,7 +152,7 @@ def mupc_best(env: Env, sweep: str, over: str) -> None:
             p_lr, a_lr = mupc_choice(env, sweep, dr, act, over)
             for v in values(pick(dr, act=act), over):
                 chosen = pick(dr, act=act, param_lr=p_lr, act_lr=a_lr, **{over: v})
-                best_final[f"{ds}/{act}/{sym}={v}"] = last(accs(env, sweep, chosen))
+                best_final[f"{ds}/{act}/{sym}={v}"] = verdict_acc(env, sweep, chosen)
 
 
 def mupc_long(env: Env, sweep: str, fill_empty: bool, seed_file: str) -> None:

@@ -349,7 +349,7 @@ CLAIMS = (
           "it stays within 5 points of chance (an untrained PC is at chance at every depth).",
           (PC_MEASURED_F18, (fam("F18"), "fig1_final_acc")),
           partial(on_measured, check=partial(pc_trains_shallow_not_deep, level=TRAINS, most=15.0)),
-          figures=("F18", "F20"), kind=FINDING),
+          figures=("F18", "F20"), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("mupc_beats_pc_128_layers", "F18 at its deepest H (paper Fig. 1, right; F19's PC is not measured)",
           "At the deepest net F18 draws (paper: 128 layers, 1 epoch), μPC ends at least 20 points above standard "
           "PC trained at the same depth (the paper: μPC near 90 %, PC at chance).",

@@ -16,6 +16,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from pipeline import registry
 from pipeline import runs as run_records
 from pipeline.contract import Figure, Output
 from pipeline.executor import figure_workers_setting
@@ -78,8 +79,6 @@ def exports_plotly_images(study: str, unit: str) -> bool:
     """Whether render unit ``unit`` of ``study`` draws plotly figures that get kaleido's PNG/PDF: its entry
     module says so with ``PLOTLY_IMAGES`` (a bool, or a callable of the unit). An unknown study or unit is
     False here: :func:`pipeline.stage.prepare` names that error next."""
-    from pipeline import registry
-
     try:
         family = registry.load(study).family("render")
         module = importlib.import_module(family.entry) if family is not None else None

@@ -176,7 +176,7 @@ def test_the_nonlinear_widening_claim_needs_the_nonlinear_metrics():
     assert _row("kappa_grows_with_depth_nonlinear_mupc", OWN)["status"] == "fails"  # linear only: nothing checked
 
 
-# ----------------------------------------------------------------------------- Q2: ℒ/F* under SP at N < 4
+# ----------------------------------------------------------------------------- ℒ/F* under SP at N < 4
 
 DEPTHS = (1, 2, 4, 8, 16, 32, 64)
 # ℒ/F* at t = 0 under SP on the paper's theory grid (seed 4320, the first batch of 64), measured: rows N, columns H
@@ -187,7 +187,7 @@ SP_RATIO_T0 = {1: (1.79, 3.82, 1.28, 1.09, 1.09, 1.10, 1.11),
                16: (1.42, 1.74, 3.59, 10.4, 145.0, 8100.0, 6.46e6),
                32: (1.35, 1.81, 4.09, 13.9, 160.0, 1.2e4, 5.31e7),
                64: (1.35, 1.78, 3.43, 13.0, 123.0, 1.37e4, 1.17e8)}
-OLD_SP_RATIO_CHECK = partial(trend, axis="H", direction="up", sep="_", factor=10.0)  # every width, before Q2
+OLD_SP_RATIO_CHECK = partial(trend, axis="H", direction="up", sep="_", factor=10.0)  # at every width
 
 
 def _sp_grid(rows: dict[int, tuple[float, ...]]) -> dict:
@@ -220,11 +220,11 @@ def test_sp_ratio_claim_ignores_only_widths_below_four():
     assert _row("sp_ratio_explodes_with_depth", _sp_grid(rows))["status"] == "fails"  # nothing left to check
 
 
-# ----------------------------------------------------------------------------- Q8: autodiff, κ with width/depth
+# ----------------------------------------------------------------------------- autodiff, κ with width/depth
 
 
 def test_theory_claim_reads_the_autodiff_comparison():
-    """Before Q8 the claim compared the two block builders only: an autodiff Hessian off by 1e-6 passed."""
+    """The two block builders alone agreed while an autodiff Hessian off by 1e-6 passed: the claim reads autodiff."""
     moved = copy.deepcopy(OWN)
     moved["hessian_init"]["autodiff_vs_blocks/linear_sp_standard_no_skips"]["N2_H2"] = 1e-6
     assert _row("theory_hessian_is_numeric_hessian", moved)["status"] == "fails"
@@ -289,7 +289,7 @@ def test_the_sp_kappa_claims_fail_where_kappa_stays_flat(cid, moves):
     assert _row(cid, _kappa(**moves))["status"] == "fails"
 
 
-# ----------------------------------------------------------------------------- Q8/Q9: findings about training
+# ----------------------------------------------------------------------------- findings about training
 
 def test_the_loss_over_energy_sanity_claim_reads_the_trained_grid():
     """ℒ/F* ≥ 1 (S ⪰ I) holds at every iteration: a trained cell below 1 fails it."""
@@ -323,14 +323,14 @@ def test_the_training_findings_are_the_ones_that_read_training():
 
 @pytest.mark.parametrize("cid", TRAINING_FINDINGS)
 def test_no_training_finding_holds_before_training(cid):
-    """Q9: each holds on trained metrics shaped like smoke's and fails on the same metrics untrained."""
+    """Each holds on trained metrics shaped like smoke's and fails on the same metrics untrained."""
     trained = {"profile": "paper", "fwd_pass": copy.deepcopy(FWD)}
     assert _row(cid, trained)["status"] == "holds"
     assert _row(cid, untrained(trained))["status"] == "fails"
 
 
 def test_the_old_drift_claim_held_before_training():
-    """Before Q9 'stays within 1 %' was met by untrained weights (drift 0)."""
+    """Stated alone, 'stays within 1 %' was met by untrained weights (drift 0)."""
     old = partial(each, keys=r"spectral_drift_hidden_L2/linear_\w+_depth_mup_skips",
                   check=partial(each, check=partial(at_most, threshold=0.01)))
     assert old(untrained({"fwd_pass": FWD})["fwd_pass"])[0]

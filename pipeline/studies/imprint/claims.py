@@ -114,7 +114,7 @@ CLAIMS = (
     Claim("glyph_raises_first_loss", GLYPH_FIG,
           "The glyph raises the loss before the first update: glyph+Adam's first-batch loss is at least 0.5 above "
           "random+Adam's (the seed: 3.05–3.11 against 2.31). A property of the glyph init, not of training: it "
-          "holds before any update (issue Q9), so it is a sanity check of the init.",
+          "holds before any update, so it is a sanity check of the init.",
           (run("glyph-adam", "first_batch_loss"), run("random-adam", "first_batch_loss")),
           partial(exceeds, margin=LOSS_RISE), figures=("glyph", "random"), kind=SANITY),
     Claim("glyph_init_loss_like_seed", GLYPH_FIG,

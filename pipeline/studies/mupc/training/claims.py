@@ -305,7 +305,7 @@ CLAIMS = (
           ((fam("F11"), "best_final_acc"),), FALLS, figures=("F11",), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("sp_kappa_grows_with_depth", "F8 (best_cond_nums_GD)",
           "Standard PC: the condition number of the activity Hessian at init is larger at the largest "
-          "depth than at the smallest. A property of the untrained net (it holds before any update; issue Q9): "
+          "depth than at the smallest. A property of the untrained net (it holds before any update): "
           "a sanity check here, mupc_analysis's Hessian-at-init findings state it for the init.",
           ((fam("F8"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F8",), kind=SANITY),
     Claim("sp_kappa_rises_in_training", "F8 (best_cond_nums_GD; spec §8.3)",
@@ -316,7 +316,7 @@ CLAIMS = (
                                               "the paper's rise is over a full epoch"}, kind=FINDING),
     Claim("mupc_kappa_grows_with_depth", "F12 (best_cond_nums_mupc)",
           "μPC: κ(H_z) at init still grows with depth (the paper: roughly polynomially). A property of the "
-          "untrained net (it holds before any update; issue Q9): a sanity check here, as mupc_analysis's "
+          "untrained net (it holds before any update): a sanity check here, as mupc_analysis's "
           "kappa_grows_with_depth_mupc states it for the init.",
           ((fam("F12"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F12",), kind=SANITY),
     Claim("mupc_trains_at_every_depth", "F13/F15 (best_test_accs_depth_muP; paper Fig. 1)",

@@ -22,6 +22,7 @@ import pipeline.studies.mupc.iteration as itm
 from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig
 from pipeline.studies.mupc.iteration import GroupIteration, Outputs, cuda_capture, stash_fits
 from pipeline.studies.mupc.model import NetSpec, init_weights
+from tests.mupc_training.test_cuda_graphs import replaying_capture
 
 F64 = torch.float64
 GiB = 1 << 30
@@ -276,17 +277,7 @@ def test_the_graph_check_restores_what_the_next_iteration_reads():
     for t in (it, twin):
         run(t, orders[0])
 
-    def replaying(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs]:
-        out = fn()
-
-        def replay() -> None:
-            loss, n_conv = fn()
-            out[0].copy_(loss)
-            out[1].copy_(n_conv)
-
-        return replay, out
-
-    assert it.enable_graph([orders[1], orders[2]], replaying) is None
+    assert it.enable_graph([orders[1], orders[2]], replaying_capture) is None
     poison(it, "nan")
     a, b = run(it, orders[3]), run(twin, orders[3])
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -38,6 +38,7 @@ from pipeline.studies.mupc.training.grid import (
     cell_width,
     choose,
     contour_arrays,
+    decay_matrix,
     expected_len,
     kappa_series,
     lr_groups,
@@ -486,15 +487,7 @@ def activity_decay(env: Env, sweep: str) -> list[Figure]:
     p = Panels(1, len(a_lrs), [f"activity lr {lr_label(a)}" for a in a_lrs], legend=False,
                title=f"{DS_NAME[rc.dataset]}: SP PC {rc.act}, H={rc.H}, N={rc.N}: activity decay")
     for j, a_lr in enumerate(a_lrs):
-        seeds = values(runs, "seed")
-        mat = np.zeros((len(seeds), len(decays)))
-        for i, dec in enumerate(decays):
-            for k, sd in enumerate(seeds):
-                one = pick(runs, act_lr=a_lr, activity_decay=dec, seed=sd)
-                if len(one) != 1:
-                    raise RenderError(f"F22: S5 needs one run per (act lr, decay, seed); got {len(one)}")
-                mat[k, i] = ag.max_acc_per_seed(env.sweeps.series(sweep, one[0], "test_accs"), env.chance)
-        m, s = ag.decay_stats(mat)
+        m, s = ag.decay_stats(decay_matrix(env, sweep, runs, a_lr, decays, values(runs, "seed")))
         x = np.arange(len(decays))
         band(p, 1, j + 1, x, m, s, MU_COLOUR, "max test acc", ticks=False)
         p.fig.update_xaxes(tickvals=list(x), ticktext=[fmt_num(d) for d in decays], row=1, col=j + 1)

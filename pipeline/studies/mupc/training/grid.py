@@ -342,3 +342,17 @@ def contour_optimum(p_lrs: Sequence[float], a_lrs: Sequence[float], z: np.ndarra
     if idx is None:
         return None
     return float(aa[idx[1]]), float(pa[idx[0]]), float(10 ** zz[idx])
+
+
+def decay_matrix(env: Env, sweep: str, runs: Sequence[RunConfig], act_lr: float, decays: Sequence[float],
+                 seeds: Sequence[int]) -> np.ndarray:
+    """F22: each seed's max test accuracy per activity decay at ``act_lr`` ([seed, decay]); the extract and
+    the render read the same matrix."""
+    mat = np.zeros((len(seeds), len(decays)))
+    for i, dec in enumerate(decays):
+        for k, sd in enumerate(seeds):
+            one = pick(runs, act_lr=act_lr, activity_decay=dec, seed=sd)
+            if len(one) != 1:
+                raise RenderError(f"F22: S5 needs one run per (act lr, decay, seed); got {len(one)}")
+            mat[k, i] = ag.max_acc_per_seed(env.sweeps.series(sweep, one[0], "test_accs"), env.chance)
+    return mat

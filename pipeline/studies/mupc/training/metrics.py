@@ -28,6 +28,7 @@ from pipeline.studies.mupc.training.grid import (
     close,
     contour_arrays,
     contour_optimum,
+    decay_matrix,
     decimal,
     kappa_ends,
     kappa_series,
@@ -264,14 +265,7 @@ def activity_decay(env: Env, sweep: str) -> None:
     head = env.headline.setdefault("max_test_acc_per_decay", {})
     grid = env.headline.setdefault("max_test_acc_by_decay", {})  # the same cells keyed act_lr=<a>/decay=<c>
     for a_lr in values(runs, "act_lr", descending=True):
-        mat = np.zeros((len(seeds), len(decays)))
-        for i, dec in enumerate(decays):
-            for k, sd in enumerate(seeds):
-                rc = pick(runs, act_lr=a_lr, activity_decay=dec, seed=sd)
-                if len(rc) != 1:
-                    raise RenderError(f"F22: S5 needs one run per (act lr, decay, seed); got {len(rc)}")
-                mat[k, i] = ag.max_acc_per_seed(env.sweeps.series(sweep, rc[0], "test_accs"), env.chance)
-        m, _ = ag.decay_stats(mat)
+        m, _ = ag.decay_stats(decay_matrix(env, sweep, runs, a_lr, decays, seeds))
         head[f"act_lr={fmt_num(a_lr)}"] = {fmt_num(d): float(v) for d, v in zip(decays, m)}
         grid.update({f"act_lr={decimal(a_lr)}/decay={decimal(d)}": float(v) for d, v in zip(decays, m)})
 

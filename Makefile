@@ -114,7 +114,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff check .
 
-# the stages' tracking journals go into MLflow first (pipeline/tracking.py), then the UI starts with a
+# the stages' tracking journals go into MLflow first (pipeline/tracking/), then the UI starts with a
 # follow sync beside it (running stages show as they go), which stops with the UI
 ui: setup
 	$(BIN)/python -m pipeline.tracking sync

@@ -31,7 +31,7 @@ import importlib.util, json, os, sys, time
 t0 = time.perf_counter()
 sys.path.insert(0, os.environ["BENCH_ROOT"])
 side, family, out, before_file = sys.argv[1:5]
-from pipeline.figure_writer import save_figures
+from pipeline.writer.figures import save_figures
 from pipeline.studies.mupc.training.extract import extract_family
 from tests.mupc_training import test_figures as T
 from tests.mupc_training.figures_synth import grids, write_sweeps

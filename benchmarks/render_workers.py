@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figure_save import figure  # the same log-scaled line panels
 
 from pipeline.contract import Figure
-from pipeline.figure_writer import save_figures
+from pipeline.writer.figures import save_figures
 
 
 def figures(n: int) -> list[Figure]:

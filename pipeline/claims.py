@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import registry
-from pipeline import runs as run_records
 from pipeline.checks import describe
 from pipeline.config import ConfigError, Params
 from pipeline.contract import CLAIM_KINDS, Claim, Study
 from pipeline.io import read_json, write_json
 from pipeline.paths import metrics_path, repo_root, sidecar_path, stage_name, study_dir
-from pipeline.tracking import Tracker, provenance_tags
+from pipeline.provenance import run_tags
+from pipeline.tracking import Tracker
+from pipeline.tracking import records as run_records
 
 STRICT_ENV = "TRAINSCAPE_CLAIMS_STRICT"
 HOLDS, FAILS, UNMEASURED = "holds", "fails", "not measured"
@@ -147,12 +148,12 @@ def summarise(rows: list[dict[str, Any]], profile: str) -> dict[str, Any]:
 
 def source_run(stage: str) -> str | None:
     """The MLflow run (key) of the execution that wrote a metrics file: the stage's run record for its
-    meta.json or sidecar (:mod:`pipeline.runs`); None where this workspace did not record it."""
+    meta.json or sidecar (:mod:`pipeline.tracking.records`); None where this workspace did not record it."""
     head, unit = stage.split("@", 1)
     study, kind = head.rsplit("_", 1)
     path = sidecar_path(study, unit) if kind == "render" else study_dir(study, kind, unit) / "meta.json"
     rec = run_records.lookup(stage, read_json(path)) if path.exists() else None
-    return rec.get("mlflow_run_id") if rec else None
+    return rec.get("run_key") if rec else None
 
 
 def build_ledger(params: Params, root_load: Callable[[str], Any | None] | None = None, *,
@@ -199,7 +200,7 @@ def definitions_hash(ledger: Mapping[str, Any]) -> str:
 def log_ledger(ledger: Mapping[str, Any], params: Params, path: Path) -> str | None:
     """One MLflow run ``claims`` (experiment ``claims``): a 1/0 metric per measured claim, counts, the file."""
     s = ledger["summary"]
-    tags = provenance_tags(study="claims", stage="claims", profile=s["profile"],
+    tags = run_tags(study="claims", stage="claims", profile=s["profile"],
                            params_hash=definitions_hash(ledger), data_sha256={})
     with Tracker("claims", "claims", tags, params={"profile": s["profile"], "claims": s["claims"]},
                  enabled=params.tracking.enabled, on_error=params.tracking.on_error) as tracker:
@@ -213,10 +214,10 @@ def log_ledger(ledger: Mapping[str, Any], params: Params, path: Path) -> str | N
                             f"{kind}/expected_but_not_holding": len(c["expected_but_not_holding"])})
         tracker.parent.log_metrics(metrics)
         tracker.parent.log_artifact(path)
-        return tracker.parent.run_id
+        return tracker.parent.run_key
 
 
-def report(ledger: Mapping[str, Any], out: Any = None, err: Any = None) -> None:
+def print_ledger(ledger: Mapping[str, Any], out: Any = None, err: Any = None) -> None:
     """One line per claim; a loud block for each claim expected to hold that does not."""
     out, err = out or sys.stdout, err or sys.stderr
     s = ledger["summary"]
@@ -249,11 +250,11 @@ def run(params: Params, *, strict: bool = False, studies: Collection[str] | None
     ``strict`` when a claim expected on this profile does not hold, or when nothing was checked)."""
     ledger = build_ledger(params, studies=studies, kinds=kinds, built_only=built_only)
     path = write_json(ledger_path(), ledger)
-    run_id = log_ledger(ledger, params, path)
-    if run_id:
-        ledger["summary"]["mlflow_run_id"] = run_id
+    run_key = log_ledger(ledger, params, path)
+    if run_key:
+        ledger["summary"]["run_key"] = run_key
         write_json(path, ledger)
-    report(ledger)
+    print_ledger(ledger)
     if strict and not ledger["claims"]:
         print("!!!! no claim was checked (no study's metrics built?)", file=sys.stderr)
         return 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import subprocess
 import types
 from collections.abc import Iterable
@@ -191,6 +192,17 @@ class Params:
 FRAMEWORK_KEYS = ("profile", "data", "tracking")
 PARAMS_FILE = "params.yaml"
 PARAMS_DIR = "params"
+
+
+def figure_workers_setting() -> int | None:
+    """``TRAINSCAPE_FIGURE_WORKERS``: how many processes save a render unit's figures (``None``: one per
+    usable core); checked before any compute."""
+    value = os.environ.get("TRAINSCAPE_FIGURE_WORKERS")
+    if value is None:
+        return None
+    if not (value.isdigit() and int(value) >= 1):
+        raise ConfigError(f"TRAINSCAPE_FIGURE_WORKERS = {value!r} is not allowed; allowed: a whole number >= 1")
+    return int(value)
 
 
 def parse_params(raw: dict[str, Any], studies: Iterable[str] | None = None) -> Params:

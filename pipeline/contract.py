@@ -2,7 +2,7 @@
 
 A study is a folder under ``pipeline/studies/`` whose ``__init__.py`` defines ``STUDY`` (a
 :class:`Study`). Its stage functions take a :class:`Context` and return an :class:`Output`; they
-compute and never write: the framework (``pipeline.stage`` and ``pipeline.records``) writes every
+compute and never write: the framework (``pipeline.stage`` and ``pipeline.writer``) writes every
 file atomically, ``meta.json``, ``reports/metrics/*.json``, the figure files and the MLflow runs.
 Studies import this module and the ground floor (config, data, plotting), never the runner or the
 writers. ``make dag`` reads the declarations to write ``dvc.yaml`` (``pipeline.graph``).
@@ -32,9 +32,10 @@ Datasets = Callable[[Any, str], Sequence[str]]
 
 @dataclass(frozen=True)
 class Units:
-    """One kind of unit of a family: which units there are, what each reads, and the function computing it.
+    """One group of a family's units, alike: which units there are, what each reads, and the function computing
+    them.
 
-    ``names`` lists the units of this kind the profile runs; ``params`` are the resolved keys a unit reads
+    ``names`` lists the units of this group the profile runs; ``params`` are the resolved keys a unit reads
     (``"*"``: the whole section; ``{unit}`` stands for the unit), ``reads`` the units of the study whose
     outputs it reads, ``datasets`` the datasets it loads. ``run`` names the function of the family's entry
     module (default: the family's kind), ``cost`` the ``"module:function"`` that counts what a unit computes
@@ -62,8 +63,8 @@ class Family:
     ``entry`` is the module holding the functions that compute its units; the family's code dependencies
     are that module's project imports, so keep renderers out of training modules. A family whose units
     are alike declares them inline (``units``, ``params``, ``reads``, ``datasets``, ``cost``: the fields of
-    :class:`Units`); one with units of different kinds (a study's runs and its summary) declares one
-    :class:`Units` per kind in ``kinds``, each with its own function, so no code asks which unit it runs.
+    :class:`Units`); one with units of different sorts (a study's runs and its summary) declares one
+    :class:`Units` group per sort in ``groups``, each with its own function, so no code asks which unit it runs.
     ``resumable``: the output folder survives a failed or killed run, and the study may yield
     :class:`Output` parts that are written as they come (see :class:`Output.part`). ``probe`` is the module
     whose functions time one :class:`Work` step on this machine; it is imported only to calibrate (and by
@@ -73,7 +74,7 @@ class Family:
 
     kind: Kind
     entry: str
-    kinds: tuple[Units, ...]
+    groups: tuple[Units, ...]
     resumable: bool
     metrics: bool  # the stage writes reports/metrics/<stage>.json (Output.metrics)
     tables: tuple[str, ...]  # the .csv tables (Output.tables) each unit writes; listed in the manifest
@@ -81,27 +82,27 @@ class Family:
 
     def __init__(self, kind: Kind, entry: str, units: Callable[[Any], Sequence[str]] | None = None,
                  params: Keys = ("*",), reads: Reads = lambda cfg, unit: (), datasets: Datasets = lambda cfg, unit: (),
-                 cost: str | None = None, precision: str | None = None, *, kinds: Sequence[Units] = (),
+                 cost: str | None = None, precision: str | None = None, *, groups: Sequence[Units] = (),
                  resumable: bool = False, metrics: bool = False, tables: tuple[str, ...] = (),
                  probe: str | None = None) -> None:
-        if (units is None) == (not kinds):
-            raise TypeError(f"Family({kind!r}): declare its units inline (units=...) or by kind (kinds=...), "
+        if (units is None) == (not groups):
+            raise TypeError(f"Family({kind!r}): declare its units inline (units=...) or in groups (groups=...), "
                             "not both")
         if units is not None:
-            kinds = (Units(units, params, reads, datasets, cost=cost, precision=precision),)
-        for name, value in (("kind", kind), ("entry", entry), ("kinds", tuple(kinds)), ("resumable", resumable),
+            groups = (Units(units, params, reads, datasets, cost=cost, precision=precision),)
+        for name, value in (("kind", kind), ("entry", entry), ("groups", tuple(groups)), ("resumable", resumable),
                             ("metrics", metrics), ("tables", tables), ("probe", probe)):
             object.__setattr__(self, name, value)
 
     def units(self, cfg: Any) -> list[str]:
-        """Every unit of the family the profile runs, kind by kind."""
-        return [u for k in self.kinds for u in k.names(cfg)]
+        """Every unit of the family the profile runs, group by group."""
+        return [u for g in self.groups for u in g.names(cfg)]
 
     def of(self, cfg: Any, unit: str) -> Units:
-        """The kind ``unit`` is."""
-        for k in self.kinds:
-            if unit in k.names(cfg):
-                return k
+        """The group ``unit`` is in."""
+        for g in self.groups:
+            if unit in g.names(cfg):
+                return g
         raise KeyError(f"{self.kind} unit {unit!r} is not among {self.units(cfg)}")
 
     def keys(self, cfg: Any, unit: str) -> list[str]:
@@ -132,7 +133,7 @@ class Family:
 
     def modules(self) -> tuple[str, ...]:
         """The study modules a stage of this family loads: its entry, and its cost and probe modules."""
-        light = (f.partition(":")[0] for k in self.kinds for f in (k.cost, k.precision) if f)
+        light = (f.partition(":")[0] for g in self.groups for f in (g.cost, g.precision) if f)
         return tuple(dict.fromkeys(m for m in (self.entry, *light, self.probe) if m))
 
 
@@ -234,6 +235,38 @@ class Run:
     failed: str | None = None  # reason, when the run diverged or stopped learning
 
 
+@dataclass(frozen=True)
+class FigureFamily:
+    """One entry of a study's figure table (its ``FAMILIES``): what a render unit, and where the study has
+    them its extract unit, compute. Adding a figure is one entry plus the function that draws it.
+
+    ``draw`` names the function of the study's figures module that draws it; ``sources`` maps each role to
+    the train unit (or units) it reads, handed to that function (and to the metrics function) as keyword
+    arguments, with ``args``; ``keys`` are the params keys it reads (its params deps); ``metrics`` names the
+    function of the study's metrics module that computes its headline numbers (default: ``draw``'s name);
+    ``derived``: a study-level name for part of the headline and the metrics function that takes it out.
+    """
+
+    draw: str
+    sources: Mapping[str, str | tuple[str, ...]]
+    keys: tuple[str, ...] = ()
+    args: Mapping[str, Any] = field(default_factory=dict)
+    metrics: str | None = None
+    derived: tuple[str, str] | None = None
+
+    @property
+    def measure(self) -> str:
+        """The metrics function that computes the family's headline numbers."""
+        return self.metrics or self.draw
+
+    def reads(self) -> tuple[str, ...]:
+        """The train units the family reads, in role order, each once."""
+        out: list[str] = []
+        for src in self.sources.values():
+            out += [src] if isinstance(src, str) else list(src)
+        return tuple(dict.fromkeys(out))
+
+
 @dataclass
 class Figure:
     """One published figure: a matplotlib figure (PNG + PDF) and/or a plotly one (HTML)."""
@@ -261,7 +294,7 @@ class Output:
     Files and ``meta`` hold only what the inputs determine, so a rerun writes them byte for byte:
     wall-clock times belong in ``run_metrics`` or a :class:`Run`'s metrics and series (MLflow only),
     and what this execution did (e.g. which runs of a resumed sweep it trained) in ``execution``, which
-    goes to the stage's untracked run record (:mod:`pipeline.runs`) and never into an output.
+    goes to the stage's untracked run record (:mod:`pipeline.tracking.records`) and never into an output.
     """
 
     json: dict[str, Any] = field(default_factory=dict)

@@ -43,17 +43,6 @@ def executor_name() -> str:
     return name
 
 
-def figure_workers_setting() -> int | None:
-    """``TRAINSCAPE_FIGURE_WORKERS``: how many processes save a render unit's figures (``None``: one per
-    usable core); checked before any compute."""
-    value = os.environ.get("TRAINSCAPE_FIGURE_WORKERS")
-    if value is None:
-        return None
-    if not (value.isdigit() and int(value) >= 1):
-        raise ConfigError(f"TRAINSCAPE_FIGURE_WORKERS = {value!r} is not allowed; allowed: a whole number >= 1")
-    return int(value)
-
-
 def local_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,
               where: Where | None = None) -> Iterator[tuple[int, Any]]:
     """One task after the other, in this process (``gpus`` is what a Ray task would ask for)."""

@@ -43,7 +43,7 @@ from pipeline.config import PROFILES, ConfigError, load_params
 from pipeline.contract import Cost, Family, Study, Work
 from pipeline.io import write_bytes
 from pipeline.paths import repo_root, stage_name, study_dir
-from pipeline.records import read_file
+from pipeline.writer import read_file
 
 CACHE_ENV = "TRAINSCAPE_PLAN_CACHE"
 ALLOW_LONG_ENV = "TRAINSCAPE_ALLOW_LONG"
@@ -344,7 +344,7 @@ def _row(name: str, runs: Any, groups: Any, flops: Any, est: str, note: str = ""
     return f"  {name:<44} {runs:>7} {groups:>7} {flops:>13} {est:>24}  {note}".rstrip()
 
 
-def report(profile: str, plans: list[StagePlan], cal: Calibration, detail: bool = False) -> str:
+def estimate_table(profile: str, plans: list[StagePlan], cal: Calibration, detail: bool = False) -> str:
     where = f"{cal.device}: {cal.name}; torch {cal.torch}"
     out = [f"plan of profile {profile!r}: {len(plans)} stages; estimate (calibrated on {where})",
            _row("stage", "runs", "groups", "FLOPs", "estimate")]
@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(report(profile, plans, cal, args.detail))
+    print(estimate_table(profile, plans, cal, args.detail))
     print(f"(planned in {time.perf_counter() - t0:.1f} s)")
     return 0
 

@@ -1,11 +1,17 @@
-"""Where an output came from: git commit and dirty flag, params hash, data checksums."""
+"""Where an output came from: git commit and dirty flag, params hash, data checksums; built here alone, as
+the provenance an output's ``meta.json`` holds (:func:`output_provenance`) and as the tags every MLflow run
+carries (:func:`run_tags`)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import json
+import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pipeline.io import read_json
 from pipeline.paths import data_dir, repo_root
@@ -56,3 +62,33 @@ def file_sha256(path: str | Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def output_provenance(*, study: str, stage: str, profile: str, params_hash: str, data_sha256: Mapping[str, str],
+                      device: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a unit's ``meta.json`` (and a render's sidecar) records of its inputs: only what they determine,
+    so a rerun with the same code, params and data writes it byte for byte (no run key, no time)."""
+    commit, dirty = git_state()
+    return {"stage": stage, "study": study, "profile": profile, "git_commit": commit, "git_dirty": dirty,
+            "params_hash": params_hash, "data_sha256": dict(data_sha256), "mlflow_experiment": study,
+            **({"device": dict(device)} if device else {})}
+
+
+def run_tags(*, study: str, stage: str, profile: str, params_hash: str,
+             data_sha256: Mapping[str, str]) -> dict[str, str]:
+    """The tags every MLflow run carries, so a run traces back to commit, params and data."""
+    commit, dirty = git_state()
+    return {
+        "study": study,
+        "profile": profile,
+        "dvc.stage": stage,
+        "dvc.exp_name": os.environ.get("DVC_EXP_NAME", "workspace"),
+        "git.commit": commit,
+        "git.dirty": str(dirty).lower(),
+        "mlflow.source.git.commit": commit,
+        "params.hash": params_hash,
+        "data.sha256": json.dumps(dict(data_sha256), sort_keys=True),
+        # the runs table's Source column: the DVC stage that ran
+        "mlflow.source.name": stage,
+        "mlflow.source.type": "JOB",
+    }

@@ -7,7 +7,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-MANIFEST_KEYS = ("id", "study", "files", "params_hash", "git_commit", "mlflow_run_id", "data_sha256",
+MANIFEST_KEYS = ("id", "study", "files", "params_hash", "git_commit", "run_key", "data_sha256",
                  "profile", "seed_figure")
 
 
@@ -28,26 +28,23 @@ def build_manifest(sidecars: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def link_runs(manifest: dict[str, Any], runs: dict[str, dict[str, str]]) -> dict[str, Any]:
-    """The manifest with MLflow run ids for the run keys the stages recorded (``runs``: key →
-    ``{run_id, experiment_id}``, :func:`pipeline.tracking.run_map` after a sync), so its links open
-    the runs. Each figure keeps its key as ``mlflow_run_key``; a figure whose key is not synced yet
-    gets no run id (its sources keep their keys). Ids of ``TRAINSCAPE_TRACKING=direct`` stages are
-    MLflow's already: they come with an experiment id and stay."""
+    """The manifest with the MLflow run id (``mlflow_run_id``) of each ``run_key`` the stages recorded
+    (``runs``: key → ``{run_id, experiment_id}``, :func:`pipeline.tracking.run_map` after a sync), so its
+    links open the runs; a key not synced yet gets none. Keys of ``TRAINSCAPE_TRACKING=direct`` stages are
+    MLflow's run ids already: they come with an experiment id and stay."""
 
-    def real(key: str | None) -> str | None:
-        return runs[key]["run_id"] if key in runs else key
+    def real(key: str | None, direct: bool = False) -> str | None:
+        return runs[key]["run_id"] if key in runs else (key if direct else None)
 
     figures = []
     for entry in manifest["figures"]:
-        key = entry.get("mlflow_run_key", entry.get("mlflow_run_id"))
-        out = {**entry, "mlflow_run_key": key}
+        key = entry.get("run_key")
+        out = {**entry, "mlflow_run_id": real(key, bool(entry.get("mlflow_experiment_id")))}
         if key in runs:
-            out.update(mlflow_run_id=runs[key]["run_id"], mlflow_experiment_id=runs[key]["experiment_id"])
-        elif not entry.get("mlflow_experiment_id"):
-            out["mlflow_run_id"] = None
+            out["mlflow_experiment_id"] = runs[key]["experiment_id"]
         if "sources" in entry:
-            out["sources"] = [{**src, "mlflow_run_id": real(src.get("mlflow_run_id")),
-                               "children": {n: real(k) for n, k in src.get("children", {}).items()}}
+            out["sources"] = [{**src, "mlflow_run_id": real(src.get("run_key")),
+                               "mlflow_children": {n: real(k) for n, k in src.get("children", {}).items()}}
                               for src in entry["sources"]]
         figures.append(out)
     return {**manifest, "figures": figures}
@@ -58,7 +55,7 @@ def _run_link(entry: dict[str, Any], ui: str) -> str:
     if not rid and entry.get("run_recorded") is False:  # outputs pulled or checked out, not run here
         return "run not recorded here"
     if not rid:
-        return "not in MLflow yet (sync pending)" if entry.get("mlflow_run_key") else "tracking off"
+        return "not in MLflow yet (sync pending)" if entry.get("run_key") else "tracking off"
     # MLflow 3 shows GenAI pages unless the link asks for the model-training views
     href = f"{ui}/#/experiments/{eid}/runs/{rid}" if eid else f"{ui}/#/runs/{rid}"
     href += "?workflowType=machine_learning"

@@ -4,7 +4,7 @@
 here. Everything that can be wrong with the input is checked before any compute: the profile
 ``dvc.yaml`` was generated for, the study's section resolved for that profile, the unit. Then the
 study's function computes and returns an :class:`~pipeline.contract.Output`, and
-:mod:`pipeline.records` writes it with provenance and MLflow records.
+:mod:`pipeline.writer` writes it with provenance and MLflow records.
 """
 
 from __future__ import annotations
@@ -25,14 +25,22 @@ from tqdm import tqdm
 from pipeline import device as devices
 from pipeline import plan as planning
 from pipeline import registry
-from pipeline.config import ConfigError, Params, flatten, load_params, params_file, params_hash
+from pipeline.config import (
+    ConfigError,
+    Params,
+    figure_workers_setting,
+    flatten,
+    load_params,
+    params_file,
+    params_hash,
+)
 from pipeline.contract import Context, Family, Output, Study
 from pipeline.declared import DeclaredView, declared_reader, key_paths
-from pipeline.executor import ClusterLostError, executor_name, figure_workers_setting, mapper
+from pipeline.executor import ClusterLostError, executor_name, mapper
 from pipeline.paths import dvc_target, stage_name, study_dir
-from pipeline.provenance import MissingInputError, data_checksums, git_state
-from pipeline.records import read_file, write_metrics, write_part, write_unit
-from pipeline.tracking import Tracker, dataset_inputs, provenance_tags, tracking_mode
+from pipeline.provenance import MissingInputError, data_checksums, output_provenance, run_tags
+from pipeline.tracking import Tracker, dataset_inputs, tracking_mode
+from pipeline.writer import read_file, write_metrics, write_part, write_unit
 
 
 @dataclass
@@ -154,7 +162,7 @@ def device_record(p: Prepared) -> dict[str, Any]:
 def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     """Run a prepared unit and write what it returns; returns the final output.
 
-    Render units pass :func:`pipeline.figure_writer.write_render` (only they load the plotting code).
+    Render units pass :func:`pipeline.writer.figures.write_render` (only they load the plotting code).
     """
     study, kind, unit = p.study.name, p.family.kind, p.unit
     name = p.stage
@@ -163,8 +171,7 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     datasets = tuple(p.family.datasets(p.cfg, unit))
     sums = data_checksums(datasets)
     phash = params_hash(p.cfg)
-    commit, dirty = git_state()
-    tags = provenance_tags(study=study, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
+    tags = run_tags(study=study, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
     hardware = device_record(p) if kind == "train" else None
     if hardware:  # where a training stage ran and at which float32 matmul precision
         tags = {**tags, **{f"device.{k}": str(v) for k, v in hardware.items() if v is not None}}
@@ -173,11 +180,10 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
     tracking = p.params.tracking
     with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
                  enabled=tracking.enabled, on_error=tracking.on_error, datasets=dataset_inputs(sums)) as tracker:
-        # what the inputs determine, so a rerun writes meta.json byte for byte; the run key and the
-        # child runs go to the stage's run record (pipeline.runs), the times to MLflow
-        prov = {"stage": name, "study": study, "profile": p.params.profile, "git_commit": commit,
-                "git_dirty": dirty, "params_hash": phash, "data_sha256": sums, "mlflow_experiment": study,
-                **({"device": hardware} if hardware else {})}
+        # the run key and the child runs go to the stage's run record (pipeline.tracking.records), the times
+        # to MLflow
+        prov = output_provenance(study=study, stage=name, profile=p.params.profile, params_hash=phash,
+                                 data_sha256=sums, device=hardware)
         out_dir = study_dir(study, kind, unit)
 
         def own(fname: str) -> Any:

@@ -2,8 +2,8 @@
 
 import sys
 
-from pipeline.figure_writer import check_settings, write_render
 from pipeline.stage import main
+from pipeline.writer.figures import check_settings, write_render
 from stages import finish
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from pipeline.config import ConfigError, Params, load_params
 from pipeline.io import read_json, write_bytes, write_json
 from pipeline.paths import rel, repo_root, sidecar_path, stage_name, study_dir
 from pipeline.report import build_manifest, gallery_html, link_runs
-from pipeline.runs import with_runs
 from pipeline.tracking import run_map, sync, tracking_mode
+from pipeline.tracking.records import with_runs
 from stages import finish
 
 

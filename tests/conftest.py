@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from pipeline.config import params_file, read_tree
-from pipeline.runs import fingerprint
 from pipeline.tracking import run_map
+from pipeline.tracking.records import fingerprint
 from tests.ray_nodes import RayNodes, clusters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +72,7 @@ class RepoCopy:
         return {k: v["run_id"] for k, v in run_map(self.path / ".trainscape" / "journal").items()}
 
     def run_record(self, stage: str, output: str | None = None, *, part: str | None = None) -> dict:
-        """The run record (:mod:`pipeline.runs`) of the execution that wrote ``output`` (a unit's
+        """The run record (:mod:`pipeline.tracking.records`) of the execution that wrote ``output`` (a unit's
         ``meta.json`` or a render's sidecar, relative to the copy), or of a resumable unit's ``part``."""
         data = json.loads((self.path / ".trainscape" / "runs" / f"{stage}.json").read_text())
         if part is not None:

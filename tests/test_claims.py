@@ -16,11 +16,11 @@ pytest.importorskip("plotly")
 from pipeline import checks, claims, graph, registry
 from pipeline.config import PROFILES, load_params, parse_params, read_tree
 from pipeline.contract import Claim
-from pipeline.figure_writer import figure_data
 from pipeline.io import read_json, write_json
 from pipeline.paths import metrics_path, rel
 from pipeline.report import build_manifest, gallery_html
 from pipeline.studies.imprint.claims import CLAIMS as IMPRINT_CLAIMS
+from pipeline.writer.figures import figure_data
 from tests.conftest import ROOT
 
 # ----------------------------------------------------------------------------- pure checks
@@ -382,7 +382,7 @@ def test_editing_a_claim_reruns_no_training_or_rendering():
 
 def _entry(study: str, fid: str, unit: str, family: str | None = None) -> dict:
     return {"id": f"{study}/{fid}", "study": study, "family": family, "files": [f"reports/figures/{study}/{fid}.png"],
-            "params_hash": "p" * 64, "git_commit": "c" * 40, "mlflow_run_id": None, "data_sha256": {},
+            "params_hash": "p" * 64, "git_commit": "c" * 40, "run_key": None, "data_sha256": {},
             "profile": "smoke", "seed_figure": "fig", "caption": "cap", "render_stage": f"{study}_render@{unit}"}
 
 

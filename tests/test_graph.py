@@ -12,8 +12,8 @@ from pipeline import graph, registry
 from pipeline.config import PROFILES, load_params, params_file, parse_params, read_tree
 from tests.conftest import ROOT
 
-WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.records", "pipeline.figure_writer",
-           "pipeline.tracking", "pipeline.provenance", "pipeline.registry", "pipeline.graph", "pipeline.report"}
+WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.writer", "pipeline.tracking",
+           "pipeline.provenance", "pipeline.registry", "pipeline.graph", "pipeline.report"}  # packages: all of them
 
 
 def test_committed_dvc_yaml_files_are_what_make_dag_writes():
@@ -77,9 +77,9 @@ def test_code_deps_split_training_from_figures():
     train, render = _deps("imprint_train@glyph-adam"), _deps("imprint_render@glyph")
     assert {"pipeline/studies/imprint/train.py", "pipeline/studies/imprint/training.py",
             "pipeline/studies/imprint/muon.py", "pipeline/studies/imprint/glyph.py", "pipeline/stage.py",
-            "pipeline/config.py", "pipeline/records.py", "pipeline/io.py", "stages/train.py"} <= train
-    assert not {"pipeline/studies/imprint/figures.py", "pipeline/plotting.py", "pipeline/figure_writer.py"} & train
-    assert {"pipeline/studies/imprint/figures.py", "pipeline/plotting.py", "pipeline/figure_writer.py",
+            "pipeline/config.py", "pipeline/writer/__init__.py", "pipeline/io.py", "stages/train.py"} <= train
+    assert not {"pipeline/studies/imprint/figures.py", "pipeline/plotting.py", "pipeline/writer/figures.py"} & train
+    assert {"pipeline/studies/imprint/figures.py", "pipeline/plotting.py", "pipeline/writer/figures.py",
             "stages/render.py"} <= render
     assert not {"pipeline/studies/imprint/training.py", "pipeline/studies/imprint/muon.py"} & render
     for deps in (train, render):
@@ -189,13 +189,14 @@ def test_no_stage_lists_a_bookkeeping_module_and_every_stage_lists_its_study_cod
     """An edit to the journal, run records, plan or executor reruns nothing (they change no output); the
     modules that write outputs stay deps of every stage, and a study's own code stays a dep of its stages."""
     books = graph.bookkeeping_files()
-    assert books == {"pipeline/tracking.py", "pipeline/runs.py", "pipeline/plan.py", "pipeline/executor.py"}
+    tracking = {f"pipeline/tracking/{m}.py" for m in ("__init__", "journal", "records", "store", "sync", "tracker")}
+    assert books == {*tracking, "pipeline/plan.py", "pipeline/executor.py"}
     stages = graph.committed(ROOT)
     for name, stage in stages.items():
         deps = set(stage.get("deps") or stage["do"]["deps"])
         assert not deps & books, name
         if graph.study_of(name):
-            assert {"pipeline/records.py", "pipeline/stage.py", "pipeline/provenance.py"} <= deps, name
+            assert {"pipeline/writer/__init__.py", "pipeline/stage.py", "pipeline/provenance.py"} <= deps, name
             study = graph.study_of(name)
             pkg = "pipeline/studies/mupc" if study.startswith("mupc") else f"pipeline/studies/{study}"
             assert any(d.startswith(pkg + "/") for d in deps), name

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from pipeline import runs as run_records
 from pipeline.contract import Output, Run
 from pipeline.io import atomic_dir, atomic_path, read_json, read_npz, write_json, write_npz
-from pipeline.records import write_part, write_unit
 from pipeline.report import build_manifest, gallery_html, link_runs
 from pipeline.tracking import Tracker
+from pipeline.tracking import records as run_records
+from pipeline.writer import write_part, write_unit
 
 
 def test_failed_write_leaves_previous_file_intact(tmp_path):
@@ -56,7 +56,8 @@ def test_npz_roundtrip(tmp_path):
 
 def entry(i: str, study: str = "s") -> dict:
     return {"id": f"{study}/{i}", "study": study, "files": [f"reports/figures/{study}/{i}.png"],
-            "params_hash": "p" * 64, "git_commit": "c" * 40, "mlflow_run_id": "r" * 32,
+            "params_hash": "p" * 64, "git_commit": "c" * 40, "run_key": "r" * 32,
+            "mlflow_run_id": "r" * 32,
             "mlflow_experiment_id": "1", "data_sha256": {"mnist/x": "d" * 64}, "profile": "smoke",
             "seed_figure": "Fig 1", "caption": "<b>cap</b>"}
 
@@ -82,16 +83,20 @@ def test_gallery_escapes_and_links_provenance():
 
 def test_manifest_links_the_mlflow_runs_of_the_recorded_run_keys():
     key, child, other = "k" * 32, "c" * 32, "o" * 32
-    journal = {**entry("a"), "mlflow_run_id": key, "mlflow_experiment_id": None,
-               "sources": [{"stage": "s_train@u", "mlflow_run_id": key, "children": {"seed0": child}}]}
-    unsynced = {**entry("b"), "mlflow_run_id": other, "mlflow_experiment_id": None}
-    direct = entry("c")  # TRAINSCAPE_TRACKING=direct: MLflow's own ids, with the experiment id
+    journal = {**entry("a"), "run_key": key, "mlflow_experiment_id": None,
+               "sources": [{"stage": "s_train@u", "run_key": key, "children": {"seed0": child}}]}
+    unsynced = {**entry("b"), "run_key": other, "mlflow_experiment_id": None}
+    for e in (journal, unsynced):
+        del e["mlflow_run_id"]  # as the records give them: keys only
+    direct = entry("c")  # TRAINSCAPE_TRACKING=direct: the keys are MLflow's own ids, with the experiment id
+    del direct["mlflow_run_id"]
     runs = {key: {"run_id": "R" * 32, "experiment_id": "7"}, child: {"run_id": "C" * 32, "experiment_id": "7"}}
     m = link_runs(build_manifest([{"figures": [journal, unsynced, direct]}]), runs)
     a, b, c = m["figures"]
-    assert (a["mlflow_run_id"], a["mlflow_experiment_id"], a["mlflow_run_key"]) == ("R" * 32, "7", key)
-    assert a["sources"] == [{"stage": "s_train@u", "mlflow_run_id": "R" * 32, "children": {"seed0": "C" * 32}}]
-    assert (b["mlflow_run_id"], b["mlflow_run_key"]) == (None, other)
+    assert (a["mlflow_run_id"], a["mlflow_experiment_id"], a["run_key"]) == ("R" * 32, "7", key)
+    assert a["sources"] == [{"stage": "s_train@u", "run_key": key, "children": {"seed0": child},
+                             "mlflow_run_id": "R" * 32, "mlflow_children": {"seed0": "C" * 32}}]
+    assert (b["mlflow_run_id"], b["run_key"]) == (None, other)
     assert (c["mlflow_run_id"], c["mlflow_experiment_id"]) == ("r" * 32, "1")
     page = gallery_html(m, ui="http://ui")
     assert "http://ui/#/experiments/7/runs/" + "R" * 32 in page and "k" * 32 not in page
@@ -109,9 +114,9 @@ def test_resumable_unit_lists_the_runs_of_all_its_parts(tmp_path, monkeypatch):
         children = write_unit("s", "train", "u", Output(json={"index.json": ["a", "b"]}), tr, prov, in_place=True)
     out = tmp_path / "artifacts/s/train/u"
     assert set(children) == {"a", "b"} and all(children.values())
-    assert "mlflow_children" not in read_json(out / "meta.json") and "mlflow_run_id" not in read_json(out / "meta.json")
+    assert not {"children", "run_key", "mlflow_run_id"} & set(read_json(out / "meta.json"))
     rec = run_records.lookup("s_train@u", read_json(out / "meta.json"))
-    assert rec["mlflow_children"] == children and rec["mlflow_run_id"] == tr.parent.run_id
+    assert rec["children"] == children and rec["run_key"] == tr.parent.run_key
     assert read_json(out / "runs/a/r.json") == {"v": 1} and read_json(out / "index.json") == ["a", "b"]
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.tracking import EXPERIMENT_TAGS, Tracker, dataset_inputs, provenance_tags, run_map, sync
+from pipeline.provenance import run_tags
+from pipeline.tracking import EXPERIMENT_TAGS, Tracker, dataset_inputs, run_map, sync
 
 BIN = Path(sys.executable).parent
 SUMS = {"mnist/train-images-idx3-ubyte": "a" * 64, "mnist/train-labels-idx1-ubyte": "b" * 64}
@@ -30,14 +31,14 @@ def _free_port() -> int:
 def server(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    tags = provenance_tags(study="demo", stage="demo_train@a", profile="smoke", params_hash="p" * 8,
+    tags = run_tags(study="demo", stage="demo_train@a", profile="smoke", params_hash="p" * 8,
                            data_sha256=SUMS)
     with Tracker("demo", "demo_train@a", tags, params={"lr": 0.1}, datasets=dataset_inputs(SUMS)) as tr:
         with tr.child("seed-0", {"seed": 0}) as run:
             run.log_many({"final_acc": 0.93}, {"test_acc": ([0, 1], [0.5, 0.93])})
         tr.parent.log_metrics({"final.acc": 0.93})
     sync(on_error="fail")  # what the report stage and `make ui` do first
-    experiment = run_map()[tr.parent.run_id]["experiment_id"]
+    experiment = run_map()[tr.parent.run_key]["experiment_id"]
     port = _free_port()
     proc = subprocess.Popen([str(BIN / "mlflow"), "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
                              "--port", str(port), "--workers", "1"], stdout=subprocess.DEVNULL,

@@ -99,7 +99,7 @@ def test_the_smoke_plan_lists_every_stage_of_the_graph(monkeypatch):
             assert p.calibrated and p.runs and p.flops and p.seconds > plan.FIXED_SECONDS["train"], p.stage
         else:
             assert not p.calibrated and p.seconds == plan.FIXED_SECONDS[p.kind]
-    text = plan.report(profile, plans, plan.Calibration("cpu"))
+    text = plan.estimate_table(profile, plans, plan.Calibration("cpu"))
     assert "all studies (total)" in text and "estimate (calibrated on cpu:" in text
 
 

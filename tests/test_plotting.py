@@ -18,9 +18,9 @@ import plotly.graph_objects as go
 from pipeline import plotting
 from pipeline.config import ConfigError
 from pipeline.contract import Figure
-from pipeline.figure_writer import check_settings, exports_plotly_images, figure_workers, save_figure, save_figures
 from pipeline.plotting import _META, dpi, plt, save_mpl
 from pipeline.stage import prepare
+from pipeline.writer.figures import check_settings, exports_plotly_images, figure_workers, save_figure, save_figures
 
 
 def figure() -> plt.Figure:

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.runs import fingerprint
 from pipeline.tracking import journal_dir
+from pipeline.tracking.records import fingerprint
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,7 +65,7 @@ def test_a_forced_rerun_rewrites_every_output_byte_for_byte(tmp_path: Path, data
     for kind, study, unit in UNITS:
         stage = f"{study}_{kind}@{unit}"
         meta = json.loads((root / "artifacts" / study / kind / unit / "meta.json").read_text())
-        assert not {"mlflow_run_id", "mlflow_children", "mlflow_experiment_id"} & set(meta)
+        assert not {"run_key", "children", "mlflow_run_id", "mlflow_experiment_id"} & set(meta)
         assert meta["git_dirty"] is False and len(meta["git_commit"]) == 40
         records[stage] = json.loads((journal.parent / "runs" / f"{stage}.json").read_text())["runs"][fingerprint(meta)]
         shutil.rmtree(root / "artifacts" / study / kind / unit)
@@ -80,9 +80,9 @@ def test_a_forced_rerun_rewrites_every_output_byte_for_byte(tmp_path: Path, data
         meta = json.loads((root / "artifacts" / study / kind / unit / "meta.json").read_text())
         rec = json.loads((journal.parent / "runs" / f"{stage}.json").read_text())["runs"][fingerprint(meta)]
         keys = sorted(p.name.rsplit("-", 1)[1] for p in journal.glob(f"{stage}-*"))
-        assert sorted([records[stage]["mlflow_run_id"], rec["mlflow_run_id"]]) == keys  # both executions journaled
-        assert rec["mlflow_run_id"] != records[stage]["mlflow_run_id"]  # the record links the latest
-        assert set(rec["mlflow_children"]) == set(records[stage]["mlflow_children"])
+        assert sorted([records[stage]["run_key"], rec["run_key"]]) == keys  # both executions journaled
+        assert rec["run_key"] != records[stage]["run_key"]  # the record links the latest
+        assert set(rec["children"]) == set(records[stage]["children"])
         if stage in TIMES:  # the wall-clock times went to the journal (MLflow) instead
-            latest = journal / f"{stage}-{rec['mlflow_run_id']}"
+            latest = journal / f"{stage}-{rec['run_key']}"
             assert any(TIMES[stage] in s.read_text() for s in latest.glob("seg-*.json"))

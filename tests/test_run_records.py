@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pipeline import runs as run_records
 from pipeline.contract import Output, Run
 from pipeline.io import read_json
-from pipeline.records import write_unit
 from pipeline.report import build_manifest, gallery_html, link_runs
 from pipeline.tracking import Tracker, pending
+from pipeline.tracking import records as run_records
+from pipeline.writer import write_unit
 
 
 def _unit(tmp_path, key: str) -> tuple[bytes, bytes, str | None, dict]:
@@ -20,7 +20,7 @@ def _unit(tmp_path, key: str) -> tuple[bytes, bytes, str | None, dict]:
                                              execution={"trained": [key]}),
                    tr, {"stage": "s_train@u", "git_commit": "c"}, in_place=False)
     out = tmp_path / "artifacts/s/train/u"
-    return (out / "meta.json").read_bytes(), (out / "runs.csv").read_bytes(), tr.parent.run_id, read_json(
+    return (out / "meta.json").read_bytes(), (out / "runs.csv").read_bytes(), tr.parent.run_key, read_json(
         out / "meta.json")
 
 
@@ -31,7 +31,7 @@ def test_a_rerun_writes_the_same_bytes_and_records_its_own_run(tmp_path, monkeyp
     assert (meta1, csv1) == (meta2, csv2) and key1 != key2
     assert csv1 == b"run,x\nseed0,0.1\n"
     rec = run_records.lookup("s_train@u", meta)
-    assert rec["mlflow_run_id"] == key2 and set(rec["mlflow_children"]) == {"seed0"}
+    assert rec["run_key"] == key2 and set(rec["children"]) == {"seed0"}
     assert rec["execution"] == {"trained": ["second"]}
     assert run_records.record_path("s_train@u").parent == tmp_path / "runs"  # beside the journal (conftest)
     assert len(pending()) == 2  # both executions are journaled for MLflow
@@ -54,15 +54,15 @@ def _sidecar(stage: str = "s_render@f") -> dict:
 def test_the_report_links_recorded_runs_and_says_when_a_run_is_not_recorded_here(tmp_path):
     car = _sidecar()
     pulled = link_runs(build_manifest([run_records.with_runs(car)]), {})
-    assert pulled["figures"][0]["mlflow_run_id"] is None
+    assert pulled["figures"][0]["run_key"] is None
     assert "run not recorded here" in gallery_html(pulled)
-    run_records.record("s_render@f", car, {"mlflow_run_id": "k" * 32, "mlflow_children": {}})
-    run_records.record("s_train@u", {"stage": "s_train@u"}, {"mlflow_run_id": "t" * 32,
-                                                             "mlflow_children": {"seed0": "c" * 32}})
+    run_records.record("s_render@f", car, {"run_key": "k" * 32, "children": {}})
+    run_records.record("s_train@u", {"stage": "s_train@u"}, {"run_key": "t" * 32,
+                                                             "children": {"seed0": "c" * 32}})
     runs = {"k" * 32: {"run_id": "R" * 32, "experiment_id": "7"}, "c" * 32: {"run_id": "C" * 32, "experiment_id": "7"}}
     fig = link_runs(build_manifest([run_records.with_runs(car)]), runs)["figures"][0]
-    assert (fig["mlflow_run_id"], fig["mlflow_run_key"], fig["mlflow_experiment_id"]) == ("R" * 32, "k" * 32, "7")
-    assert fig["sources"][0]["children"] == {"seed0": "C" * 32}
+    assert (fig["mlflow_run_id"], fig["run_key"], fig["mlflow_experiment_id"]) == ("R" * 32, "k" * 32, "7")
+    assert fig["sources"][0]["mlflow_children"] == {"seed0": "C" * 32}
     other = _sidecar()
     other["figures"][0]["params_hash"] = "q" * 64  # another build's sidecar (e.g. dvc checkout): not this run's
     assert run_records.with_runs(other)["figures"][0]["run_recorded"] is False

@@ -13,13 +13,13 @@ import pytest
 
 from pipeline.config import ConfigError
 from pipeline.io import atomic_dir, write_json
+from pipeline.provenance import run_tags
 from pipeline.stage import main as stage_main
 from pipeline.tracking import (
     RUN_KEY_TAG,
     Tracker,
     journal_dir,
     pending,
-    provenance_tags,
     resolve,
     run_map,
     sync,
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def record(study: str, artifact_dir: Path) -> tuple[str, float]:
     """A stage's calls: a parent with params, a child with a series and a file logged from inside an
     ``atomic_dir`` (swapped in, then rewritten), a child marked failed. Returns (parent run id, time)."""
-    tags = provenance_tags(study=study, stage=f"{study}_train@a", profile="smoke", params_hash="abc",
+    tags = run_tags(study=study, stage=f"{study}_train@a", profile="smoke", params_hash="abc",
                            data_sha256={"mnist/x": "f00"})
     with Tracker(study, f"{study}_train@a", tags, params={"profile": "smoke", "lr": 0.1}) as tr:
         with atomic_dir(artifact_dir) as tmp:
@@ -48,7 +48,7 @@ def record(study: str, artifact_dir: Path) -> tuple[str, float]:
         with tr.child("bad", {"init": "random"}) as run:
             run.fail("diverged")
         tr.parent.log_metrics({"stage_seconds": 1.5})
-        parent_id = tr.parent.run_id
+        parent_id = tr.parent.run_key
     return parent_id, time.time()
 
 
@@ -124,9 +124,9 @@ def test_journal_mode_never_imports_mlflow(monkeypatch):
             with tr.child("c", {"p": 1}) as run:
                 run.log_many({"m": 1.0}, {"s": ([0], [1.0])})
             assert tr.experiment_id is None
-    assert len(tr.parent.run_id) == 32 and len(run.run_id) == 32 and tr.parent.run_id != run.run_id
+    assert len(tr.parent.run_key) == 32 and len(run.run_key) == 32 and tr.parent.run_key != run.run_key
     (folder,) = pending()
-    assert folder.name == f"x_train@a-{tr.parent.run_id}"
+    assert folder.name == f"x_train@a-{tr.parent.run_key}"
 
 
 def test_disabled_tracking_is_a_no_op(monkeypatch):
@@ -139,7 +139,7 @@ def test_disabled_tracking_is_a_no_op(monkeypatch):
             run.log_many({"m": 1.0}, {"s": ([0], [1.0])})
             run.log_params({"p": 1})
             run.fail("reason")
-        assert tr.parent.run_id is None and run.run_id is None
+        assert tr.parent.run_key is None and run.run_key is None
     assert not journal_dir().exists()
 
 
@@ -201,14 +201,14 @@ def test_resolve_maps_every_key_and_nothing_else(here, tmp_path):
             pass
         with tr.child("c2") as c2:
             pass
-    assert resolve(tr.parent.run_id) is None  # not synced yet
+    assert resolve(tr.parent.run_key) is None  # not synced yet
     sync(on_error="fail")
-    ids = {k: resolve(k) for k in (tr.parent.run_id, c1.run_id, c2.run_id)}
+    ids = {k: resolve(k) for k in (tr.parent.run_key, c1.run_key, c2.run_key)}
     assert len(set(ids.values())) == 3 and all(len(v) == 32 for v in ids.values())
     assert {here.get_run(v).info.run_name for v in ids.values()} == {"keys_train@a", "c1", "c2"}
-    assert here.get_run(ids[c1.run_id]).data.tags["mlflow.parentRunId"] == ids[tr.parent.run_id]
+    assert here.get_run(ids[c1.run_key]).data.tags["mlflow.parentRunId"] == ids[tr.parent.run_key]
     assert resolve("0" * 32) is None and resolve(None) is None
-    assert run_map()[c2.run_id]["experiment_id"] == here.get_experiment_by_name("keys").experiment_id
+    assert run_map()[c2.run_key]["experiment_id"] == here.get_experiment_by_name("keys").experiment_id
 
 
 def test_a_failing_stage_journals_its_runs_as_failed(here):
@@ -217,9 +217,9 @@ def test_a_failing_stage_journals_its_runs_as_failed(here):
             child.log_metrics({"loss": 1.0})
             raise RuntimeError("the study crashed")
     sync(on_error="fail")
-    assert here.get_run(resolve(tr.parent.run_id)).info.status == "FAILED"
-    assert here.get_run(resolve(child.run_id)).info.status == "FAILED"
-    assert here.get_run(resolve(child.run_id)).data.metrics == {"loss": 1.0}
+    assert here.get_run(resolve(tr.parent.run_key)).info.status == "FAILED"
+    assert here.get_run(resolve(child.run_key)).info.status == "FAILED"
+    assert here.get_run(resolve(child.run_key)).data.metrics == {"loss": 1.0}
 
 
 def test_a_running_stage_is_left_alone_and_a_killed_one_is_replayed(here, tmp_path):
@@ -231,7 +231,7 @@ def test_a_running_stage_is_left_alone_and_a_killed_one_is_replayed(here, tmp_pa
     script = ("import os\nfrom pipeline.tracking import Tracker\n"
               "with Tracker('killed', 'killed_train@a', {}) as tr:\n"
               "    with tr.child('part0') as run:\n        run.log_metrics({'acc': 0.5})\n"
-              "    tr.checkpoint()\n    print(tr.parent.run_id, run.run_id, flush=True)\n"
+              "    tr.checkpoint()\n    print(tr.parent.run_key, run.run_key, flush=True)\n"
               "    with tr.child('part1') as run:\n        os._exit(9)\n")
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=os.environ, capture_output=True, text=True)
     assert out.returncode == 9, out.stderr
@@ -279,4 +279,4 @@ def test_an_unreachable_store_warns_or_fails_as_configured(monkeypatch):
     assert (report.journals, report.failed) == (0, 1) and len(pending()) == 1
     with pytest.raises(Exception):  # noqa: B017
         sync(on_error="fail")
-    assert len(pending()) == 1 and resolve(tr.parent.run_id) is None
+    assert len(pending()) == 1 and resolve(tr.parent.run_key) is None

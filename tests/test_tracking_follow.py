@@ -36,7 +36,7 @@ def wait(flag):
         time.sleep(0.02)
 
 with Tracker("follow", "follow_train@a", {{"study": "follow"}}, params={{"lr": 0.1}}) as tr:
-    print("parent", tr.parent.run_id, flush=True)
+    print("parent", tr.parent.run_key, flush=True)
     wait(go)
     for i in range({CHILDREN}):
         if i == {CHILDREN} - 1:
@@ -50,7 +50,7 @@ with Tracker("follow", "follow_train@a", {{"study": "follow"}}, params={{"lr": 0
             run.log_many({{"final": float(i)}}, series)
             if i == 0:
                 run.log_artifact(art)
-        print("child", i, run.run_id, repr(time.time()), flush=True)
+        print("child", i, run.run_key, repr(time.time()), flush=True)
         time.sleep(0.6)
     tr.parent.log_metrics({{"stage_seconds": 1.0}})
 """
@@ -186,7 +186,7 @@ with Tracker("halted", "halted_train@a", {}) as tr:
     with tr.child("c1") as run:
         run.log_metrics({"loss": 5.0})
         tr.checkpoint()
-        print(tr.parent.run_id, flush=True)
+        print(tr.parent.run_key, flush=True)
         time.sleep(120)
 """
 

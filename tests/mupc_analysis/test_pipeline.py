@@ -73,15 +73,15 @@ def test_smoke_slice_through_dvc(repo_copy):
                                 "artifacts/mupc_analysis/train/hessian_init/meta.json")
     ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
     client = MlflowClient(tracking_uri=repo_copy.env["MLFLOW_TRACKING_URI"])
-    assert len(meta["mlflow_children"]) == 2  # linear and tanh
-    child = meta["mlflow_children"][HESS.removeprefix("artifacts/mupc_analysis/train/hessian_init/")]
+    assert len(meta["children"]) == 2  # linear and tanh
+    child = meta["children"][HESS.removeprefix("artifacts/mupc_analysis/train/hessian_init/")]
     run = client.get_run(ids[child])
-    assert run.data.tags["mlflow.parentRunId"] == ids[meta["mlflow_run_id"]]
+    assert run.data.tags["mlflow.parentRunId"] == ids[meta["run_key"]]
     assert run.data.metrics["kappa_N4_H4"] == pytest.approx(cells[(4, 4)]["kappa"])
     grid_meta = repo_copy.run_record("mupc_analysis_train@theory_grid",
                                      "artifacts/mupc_analysis/train/theory_grid/meta.json")
-    assert len(grid_meta["mlflow_children"]) == 2 * 2 * 2
-    series = client.get_metric_history(ids[grid_meta["mlflow_children"]["linear/mupc/width_2/2_n_hidden"]],
+    assert len(grid_meta["children"]) == 2 * 2 * 2
+    series = client.get_metric_history(ids[grid_meta["children"]["linear/mupc/width_2/2_n_hidden"]],
                                        "loss_energy_ratio")
     assert [m.step for m in series] == [0, 1, 2]
 
@@ -94,7 +94,7 @@ def test_smoke_slice_through_dvc(repo_copy):
     # resume: a new depth recomputes the cells whose settings changed and keeps the others
     def stamp_of(key: str) -> str:  # the run that wrote a cell (its record)
         part = f"{HESS}/{key}".removeprefix("artifacts/mupc_analysis/train/hessian_init/")
-        return repo_copy.run_record("mupc_analysis_train@hessian_init", part=part)["mlflow_run_id"]
+        return repo_copy.run_record("mupc_analysis_train@hessian_init", part=part)["run_key"]
 
     stamp = {key: stamp_of(key) for key in ("width_2/2_n_hidden", "width_2/4_n_hidden", "width_4/2_n_hidden")}
     repo_copy.set_params({"mupc_analysis": {"profiles": {"smoke": {"hessian": {"depths": [2, 4, 6]}}}}})

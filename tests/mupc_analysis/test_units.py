@@ -147,8 +147,8 @@ def test_declaration_units_reads_and_keys():
     assert train_f.keys(cfg, "hessian_init") == ["threads", "legacy_noskip_branch_scale", "hessian"]
     assert {u for _, u in extract_f.reads(cfg, "analysis_metrics")} == set(cfg.train_units)
     for fam, spec in FAMILIES.items():
-        assert list(render_f.reads(cfg, fam)) == [("train", spec.source)]
-        assert all(k.split(".")[0] == spec.source.replace("_init", "") for k in render_f.keys(cfg, fam))
+        assert list(render_f.reads(cfg, fam)) == [("train", spec.sources["source"])]
+        assert all(k.split(".")[0] == spec.sources["source"].replace("_init", "") for k in render_f.keys(cfg, fam))
     assert "fwd_pass.checks" in render_f.keys(cfg, "F6") and "fwd_pass.checks" not in render_f.keys(cfg, "F5")
     without = dataclasses.replace(cfg, train_units=["hessian_init", "fwd_pass", "theory_width"])
     assert "F26" not in render_f.units(without) and "F27" in render_f.units(without)  # no train unit, no figure

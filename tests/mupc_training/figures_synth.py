@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.io import write_json, write_npz
-from pipeline.records import read_file
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training.sweeps import run_record, sweep_index
+from pipeline.writer import read_file
 
 ITERS_PER_EPOCH = 32
 ACTS = ("linear", "tanh", "relu")
@@ -97,7 +97,7 @@ def write_sweeps(root: Path, g: dict[str, list[RunConfig]]) -> None:
             records[rc.hash()] = run_record(rc, status, {"stop_iter": len(arrays["batch_train_losses"])})
             write_json(d / "config.json", records[rc.hash()])
         write_json(root / sweep / "index.json", sweep_index(sweep, "smoke", runs, records))
-        write_json(root / sweep / "meta.json", {"stage": f"mupc_training_train@{sweep}", "mlflow_run_id": None})
+        write_json(root / sweep / "meta.json", {"stage": f"mupc_training_train@{sweep}", })
 
 
 def reader(root: Path):

@@ -53,7 +53,7 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     assert all(e["status"] in ("finished", "diverged", "no_learning") for e in index["runs"])
     meta = json.loads((s5 / "meta.json").read_text())
     rec = repo_copy.run_record(S5, "artifacts/mupc_training/train/S5/meta.json")
-    assert len(rec["execution"]["trained"]) == 2 and rec["mlflow_run_id"] and meta["stage"] == S5
+    assert len(rec["execution"]["trained"]) == 2 and rec["run_key"] and meta["stage"] == S5
     rc = RunConfig(**index["runs"][0]["run"])
     run = s5 / "runs" / rc.hash()
     cfg = json.loads((run / "config.json").read_text())
@@ -67,7 +67,7 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     client = MlflowClient(tracking_uri=mlflow_uri)
     exp = client.get_experiment_by_name("mupc_training")
     children = client.search_runs([exp.experiment_id],
-                                  f"tags.mlflow.parentRunId = '{ids[rec['mlflow_run_id']]}'")
+                                  f"tags.mlflow.parentRunId = '{ids[rec['run_key']]}'")
     assert sorted(c.info.run_name for c in children) == sorted(f"S5/{e['hash']}" for e in index["runs"])
     child = next(c for c in children if c.info.run_name == f"S5/{rc.hash()}")
     assert child.data.params["hash"] == rc.hash() and child.data.tags["run_key"] == rc.key()

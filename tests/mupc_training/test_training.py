@@ -15,7 +15,6 @@ import torch
 
 from pipeline.config import ConfigError, load_section, read_tree
 from pipeline.contract import Context, Output
-from pipeline.records import read_file, write_files
 from pipeline.studies.mupc.energy import energy
 from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
 from pipeline.studies.mupc.runs import RunConfig
@@ -24,6 +23,7 @@ from pipeline.studies.mupc.training import train as train_mod
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.sweeps import expand, precision, stack_groups, sweep_dtype
 from pipeline.studies.mupc.training.trainer import DataSet, load_dataset, train_group
+from pipeline.writer import read_file, write_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = "mupc_training"

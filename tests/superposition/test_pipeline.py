@@ -32,12 +32,12 @@ def test_smoke_repro(repo_copy, mlflow_uri: str) -> None:
         assert meta["data_sha256"] == {} and meta["profile"] == "smoke"
         assert meta["stage"] == f"superposition_train@{v}"
         rec = repo_copy.run_record(f"superposition_train@{v}", f"artifacts/superposition/train/{v}/meta.json")
-        assert set(rec["mlflow_children"]) == {f"{v}-seed{s}" for s in (0, 1, 2, 3, 42)}
-        child = client.get_run(ids[rec["mlflow_children"][f"{v}-seed42"]])
-        assert child.data.tags["mlflow.parentRunId"] == ids[rec["mlflow_run_id"]]
+        assert set(rec["children"]) == {f"{v}-seed{s}" for s in (0, 1, 2, 3, 42)}
+        child = client.get_run(ids[rec["children"][f"{v}-seed42"]])
+        assert child.data.tags["mlflow.parentRunId"] == ids[rec["run_key"]]
         assert child.data.params["seed"] == "42" and child.data.params["tied"] == str(v == "tied")
         assert len(client.get_metric_history(child.info.run_id, "loss")) == 2000 // 20 + 1
-        parent = client.get_run(ids[rec["mlflow_run_id"]])
+        parent = client.get_run(ids[rec["run_key"]])
         assert parent.data.tags["dvc.stage"] == f"superposition_train@{v}" and "train_seconds" in parent.data.metrics
         figs = json.loads((root / f"reports/figures/superposition/{v}.figures.json").read_text())["figures"]
         assert {f["id"] for f in figs} == {f"superposition/{v}_seed42_{k}" for k in

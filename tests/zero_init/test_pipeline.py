@@ -57,11 +57,11 @@ def test_zero_init_slice_repro_noop_and_bad_param(repo_copy):
     assert res["params"]["init_seed"] == 1 and res["params"]["data_seed"] == 1 and "skipped" not in res
     meta = json.loads((root / "artifacts/zero_init/train/zero_800/meta.json").read_text())
     rec = repo_copy.run_record("zero_init_train@zero_800", "artifacts/zero_init/train/zero_800/meta.json")
-    assert rec["mlflow_children"]["zero_800"] and meta["profile"] == "smoke" and "mlflow_run_id" not in meta
+    assert rec["children"]["zero_800"] and meta["profile"] == "smoke" and "run_key" not in meta
     ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
     mlflow.set_tracking_uri(repo_copy.env["MLFLOW_TRACKING_URI"])
     client = mlflow.MlflowClient()
-    child = client.get_run(ids[rec["mlflow_children"]["zero_800"]])
+    child = client.get_run(ids[rec["children"]["zero_800"]])
     assert child.data.params["n_h"] == "800" and child.data.params["train_images"] == "640"
     hist = client.get_metric_history(child.info.run_id, "rank_w3_minus_i")
     assert sorted((m.step, int(m.value)) for m in hist) == list(zip(res["iters"], res["rank_w3_minus_i"]))

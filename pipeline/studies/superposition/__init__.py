@@ -46,11 +46,11 @@ STUDY = Study(
         Family("train", entry="pipeline.studies.superposition.train", units=variants,
                params=TRAIN_KEYS, cost="pipeline.studies.superposition.cost:train_cost",
                probe="pipeline.studies.superposition.probe"),
-        Family("extract", entry="pipeline.studies.superposition.extract", metrics=True, tables=("runs.csv",), kinds=(
+        Family("extract", entry="pipeline.studies.superposition.extract", metrics=True, tables=("runs.csv",), groups=(
             Units(variants, ("variants.{unit}", "f", "n", "lr", "lr_schedule"), trained),  # its table names them
             Units(summary, summary_keys, every_variant, run="extract_summary"),
         )),
-        Family("render", entry="pipeline.studies.superposition.figures", kinds=(
+        Family("render", entry="pipeline.studies.superposition.figures", groups=(
             Units(variants, ("variants.{unit}", "render.figure_seeds", "render.panel_epochs", "render.html_frames",
                              *STAND_IN), trained),
             Units(summary, ("render.zoom_epochs", *STAND_IN),

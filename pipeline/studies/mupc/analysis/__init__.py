@@ -35,7 +35,7 @@ STUDY = Study(
     schema=MupcAnalysisParams,
     families=(
         Family("train", entry="pipeline.studies.mupc.analysis.train", resumable=True,
-               probe="pipeline.studies.mupc.analysis.probe", kinds=(
+               probe="pipeline.studies.mupc.analysis.probe", groups=(
                    Units(train_unit("hessian_init"), ("threads", "legacy_noskip_branch_scale", "hessian"),
                          run="train_hessian", cost=f"{COST}:hessian_cost"),
                    Units(train_unit("fwd_pass"), ("threads", "fwd_pass"), datasets=mnist, run="train_fwd",
@@ -49,8 +49,8 @@ STUDY = Study(
                params=EXTRACT_KEYS, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", u) for u in cfg.train_units]),
         Family("render", entry="pipeline.studies.mupc.analysis.figures",  # families.py: what each figure draws
-               units=lambda cfg: [f for f, spec in FAMILIES.items() if spec.source in cfg.train_units],
+               units=lambda cfg: [f for f, spec in FAMILIES.items() if set(spec.reads()) <= set(cfg.train_units)],
                params=lambda cfg, unit: FAMILIES[unit].keys,
-               reads=lambda cfg, unit: [("train", FAMILIES[unit].source)]),
+               reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),
     ),
 )

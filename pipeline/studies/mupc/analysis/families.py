@@ -7,7 +7,7 @@ figure is one entry here plus that function. Pure data: the study's declaration 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pipeline.contract import FigureFamily
 
 # what the grids of the headline numbers (extract) and of the figures (render) are read from
 HESSIAN_GRID = ("hessian.families", "hessian.acts", "hessian.activity_decays", "hessian.seeds", "hessian.widths",
@@ -15,25 +15,17 @@ HESSIAN_GRID = ("hessian.families", "hessian.acts", "hessian.activity_decays", "
 FWD_GRID = ("fwd_pass.acts", "fwd_pass.optims", "fwd_pass.variants", "fwd_pass.widths", "fwd_pass.depths")
 FWD_PLOT = (*FWD_GRID, "fwd_pass.plot_ts", "fwd_pass.slice_depth", "fwd_pass.slice_widths")
 
-
-@dataclass(frozen=True)
-class FigureFamily:
-    source: str  # the train unit it draws
-    draw: str  # the function of figures.py: (reader, cfg, source) -> list[Figure]
-    keys: tuple[str, ...]  # the params keys it reads
-
-
 FAMILIES: dict[str, FigureFamily] = {
-    "F1": FigureFamily("hessian_init", "render_f1", HESSIAN_GRID),  # spectra of H_z across N and H
-    "F2": FigureFamily("hessian_init", "render_f2", HESSIAN_GRID),  # λmax, λmin, κ phase diagrams
-    "F3": FigureFamily("hessian_init", "render_f3", HESSIAN_GRID),  # spectra of D, O, H_theory (linear)
-    "F4": FigureFamily("hessian_init", "render_f4", HESSIAN_GRID),  # extremes of D, O, H_theory (linear)
-    "F5": FigureFamily("fwd_pass", "render_f5", FWD_PLOT),  # forward-pass norms during training
-    "F6": FigureFamily("fwd_pass", "render_f6", (*FWD_PLOT, "fwd_pass.checks")),  # norms at init
-    "F26": FigureFamily("theory_grid", "render_f26", ("theory_grid.param_lrs", "theory_grid.color_max",
-                                                      "theory_grid.widths", "theory_grid.depths",
-                                                      "theory_grid.plot_iters")),  # ℒ/F* across N and H
-    "F27": FigureFamily("theory_width", "render_f27", ("theory_width.acts", "theory_width.params",
-                                                       "theory_width.widths", "theory_width.depth",
-                                                       "theory_width.plot_widths")),  # ℒ, F* across width
+    "F1": FigureFamily("render_f1", {"source": "hessian_init"}, HESSIAN_GRID),  # spectra of H_z across N and H
+    "F2": FigureFamily("render_f2", {"source": "hessian_init"}, HESSIAN_GRID),  # λmax, λmin, κ phase diagrams
+    "F3": FigureFamily("render_f3", {"source": "hessian_init"}, HESSIAN_GRID),  # spectra of D, O, H_theory (linear)
+    "F4": FigureFamily("render_f4", {"source": "hessian_init"}, HESSIAN_GRID),  # extremes of D, O, H_theory (linear)
+    "F5": FigureFamily("render_f5", {"source": "fwd_pass"}, FWD_PLOT),  # forward-pass norms during training
+    "F6": FigureFamily("render_f6", {"source": "fwd_pass"}, (*FWD_PLOT, "fwd_pass.checks")),  # norms at init
+    "F26": FigureFamily("render_f26", {"source": "theory_grid"},  # ℒ/F* across N and H
+                        ("theory_grid.param_lrs", "theory_grid.color_max", "theory_grid.widths", "theory_grid.depths",
+                         "theory_grid.plot_iters")),
+    "F27": FigureFamily("render_f27", {"source": "theory_width"},  # ℒ, F* across width
+                        ("theory_width.acts", "theory_width.params", "theory_width.widths", "theory_width.depth",
+                         "theory_width.plot_widths")),
 }

@@ -339,8 +339,8 @@ def render_f27(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
 
 def render(ctx: Context, unit: str) -> Output:
     cfg: MupcAnalysisParams = ctx.cfg
-    fam = FAMILIES[unit]
-    return Output(figures=drawer(unit)(lambda name: ctx.read("train", fam.source, name), cfg, fam.source))
+    src = FAMILIES[unit].sources["source"]
+    return Output(figures=drawer(unit)(lambda name: ctx.read("train", src, name), cfg, src))
 
 
 def drawer(family: str) -> Callable[[Reader, MupcAnalysisParams, str], list[Figure]]:

@@ -24,7 +24,7 @@ def train_keys(cfg: TrainingParams, unit: str) -> list[str]:
 
 def render_keys(cfg: TrainingParams, unit: str) -> list[str]:
     restricted = ["figures.restrict.{unit}"] if unit in cfg.figures.restrict else []
-    return [*RENDER_KEYS, *restricted, *(f"figures.{k}" for k in FAMILIES[unit].options)]
+    return [*RENDER_KEYS, *restricted, *FAMILIES[unit].keys]
 
 
 STUDY = Study(

@@ -24,7 +24,7 @@ def measurer(family: str) -> Callable[[Env], None]:
     """The function that measures ``family`` with its sweeps and arguments (its entry in families.py)."""
     spec = FAMILIES[family]
     measure = getattr(metrics, spec.measure)
-    return lambda env: measure(env, **spec.sweeps, **spec.args)
+    return lambda env: measure(env, **spec.sources, **spec.args)
 
 
 def family_metrics(unit: str, headline: dict[str, Any]) -> dict[str, Any]:

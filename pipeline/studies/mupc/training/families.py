@@ -11,43 +11,23 @@ it, so no stage loads the plotting code through it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from pipeline.contract import FigureFamily
 
 CLEAN = ("clean_variants",)
 
 
-@dataclass(frozen=True)
-class FigureFamily:
-    """One figure family. ``draw``: its drawing function in ``figures.py``; ``sweeps``: role -> sweep (or
-    sweeps), passed to it and to its metrics function as keyword arguments with ``args``; ``metrics``: its
-    function in ``metrics.py`` (default: the same name as ``draw``); ``derived``: a study-level name for part
-    of the headline and the function of ``metrics.py`` that takes it from the headline (what claims read)."""
-
-    draw: str
-    sweeps: Mapping[str, str | tuple[str, ...]]
-    args: Mapping[str, Any] = field(default_factory=dict)
-    options: tuple[str, ...] = CLEAN
-    derived: tuple[str, str] | None = None
-    metrics: str | None = None
-
-    @property
-    def measure(self) -> str:
-        """The function of ``metrics.py`` that computes the family's headline numbers."""
-        return self.metrics or self.draw
-
-    def reads(self) -> tuple[str, ...]:
-        """The sweeps the family reads, in role order."""
-        out: list[str] = []
-        for sweep in self.sweeps.values():
-            out += [sweep] if isinstance(sweep, str) else list(sweep)
-        return tuple(dict.fromkeys(out))
+def _family(draw: str, sweeps: Mapping[str, str | tuple[str, ...]], args: Mapping[str, Any] | None = None,
+            options: tuple[str, ...] = CLEAN, **kw: Any) -> FigureFamily:
+    """A family whose sweeps are its sources, reading the ``figures`` options ``options``."""
+    return FigureFamily(draw, sweeps, tuple(f"figures.{o}" for o in options), dict(args or {}), **kw)
 
 
 def _sp(sweep: str, *, lr_sweep: bool = True, best: bool = True) -> FigureFamily:
     """An SP family; both figures read the sweep's table lrs (the lr sweep compares its pick with them)."""
-    return FigureFamily("render_sp", {"sweep": sweep}, {"sweep_fig": lr_sweep, "best_fig": best},
-                        (*CLEAN, f"best_lrs.{sweep}"))
+    return _family("render_sp", {"sweep": sweep}, {"sweep_fig": lr_sweep, "best_fig": best},
+                   (*CLEAN, f"best_lrs.{sweep}"))
 
 
 MUPC = (*CLEAN, "best_lrs.mupc")
@@ -58,27 +38,27 @@ FAMILIES: dict[str, FigureFamily] = {
     "F9": _sp("S2"),  # SP Adam on activities
     "F10": _sp("S3"),  # SP with skips
     "F11": _sp("S4"),  # orthogonal init
-    "F12": FigureFamily("mupc_cond", {"sweep": "S9"}, options=MUPC),  # μPC κ during training across H
-    "F13": FigureFamily("mupc_lr_sweep", {"sweep": "S6"}, options=MUPC),  # μPC activity-lr sweep
-    "F14": FigureFamily("mupc_best", {"sweep": "S7"}, {"over": "N"}, MUPC,
-                        derived=("mupc_best_final_acc_per_N", "best_final_acc")),  # best lr across width
-    "F15": FigureFamily("mupc_best", {"sweep": "S6"}, {"over": "H"}, MUPC,
-                        derived=("mupc_best_final_acc_per_H", "best_final_acc")),  # best lr across depth
-    "F16": FigureFamily("mupc_long", {"sweep": "S10"},  # 128-layer μPC, MNIST, 5 epochs
-                        {"fill_empty": True, "seed_file": "pcn_results/mupc_128_MNIST_acc_5_epochs.pdf"}),
-    "F17": FigureFamily("mupc_long", {"sweep": "S11"},  # 128-layer μPC, F-MNIST, 15 epochs
-                        {"fill_empty": False, "seed_file": "pcn_results/mupc_128_Fashion_acc_15_epochs.pdf"}),
-    "F18": FigureFamily("mupc_vs_pc", {"mupc": "S6", "pc": "S12", "bp": "B2"},  # paper Fig. 1 right
-                        options=(*MUPC, "best_lrs.S12", "best_lrs.bp", "chance_cells"),
-                        derived=("fig1_final_acc", "final_acc")),
-    "F19": FigureFamily("deep_comparison", {"mupc": ("S10", "S11"), "bp": "B2"},  # deepest net, both datasets
-                        options=(*CLEAN, "best_lrs.bp", "max_seeds_128")),
-    "F20": FigureFamily("sp_baseline", {"sweep": "S12"}, options=(*CLEAN, "best_lrs.S12", "chance_cells")),
-    "F21": FigureFamily("bp_sweep", {"sweep": "B1"}),  # BP Depth-μP lr sweep
-    "F22": FigureFamily("activity_decay", {"sweep": "S5"}, options=()),  # max test acc vs activity decay
-    "F23": FigureFamily("transfer_contours", {"sweep": "S7"}, {"over": "N"}, MUPC,  # transfer across width
-                        derived=("transfer_width", "transfer")),
-    "F24": FigureFamily("transfer_contours", {"sweep": "S6"}, {"over": "H"}, MUPC,  # transfer across depth
-                        derived=("transfer_depth", "transfer")),
-    "F25": FigureFamily("transfer_contours", {"sweep": "S8"}, {"over": None}, MUPC),  # F-MNIST loss and acc contours
+    "F12": _family("mupc_cond", {"sweep": "S9"}, options=MUPC),  # μPC κ during training across H
+    "F13": _family("mupc_lr_sweep", {"sweep": "S6"}, options=MUPC),  # μPC activity-lr sweep
+    "F14": _family("mupc_best", {"sweep": "S7"}, {"over": "N"}, MUPC,
+                   derived=("mupc_best_final_acc_per_N", "best_final_acc")),  # best lr across width
+    "F15": _family("mupc_best", {"sweep": "S6"}, {"over": "H"}, MUPC,
+                   derived=("mupc_best_final_acc_per_H", "best_final_acc")),  # best lr across depth
+    "F16": _family("mupc_long", {"sweep": "S10"},  # 128-layer μPC, MNIST, 5 epochs
+                   {"fill_empty": True, "seed_file": "pcn_results/mupc_128_MNIST_acc_5_epochs.pdf"}),
+    "F17": _family("mupc_long", {"sweep": "S11"},  # 128-layer μPC, F-MNIST, 15 epochs
+                   {"fill_empty": False, "seed_file": "pcn_results/mupc_128_Fashion_acc_15_epochs.pdf"}),
+    "F18": _family("mupc_vs_pc", {"mupc": "S6", "pc": "S12", "bp": "B2"},  # paper Fig. 1 right
+                   options=(*MUPC, "best_lrs.S12", "best_lrs.bp", "chance_cells"),
+                   derived=("fig1_final_acc", "final_acc")),
+    "F19": _family("deep_comparison", {"mupc": ("S10", "S11"), "bp": "B2"},  # deepest net, both datasets
+                   options=(*CLEAN, "best_lrs.bp", "max_seeds_128")),
+    "F20": _family("sp_baseline", {"sweep": "S12"}, options=(*CLEAN, "best_lrs.S12", "chance_cells")),
+    "F21": _family("bp_sweep", {"sweep": "B1"}),  # BP Depth-μP lr sweep
+    "F22": _family("activity_decay", {"sweep": "S5"}, options=()),  # max test acc vs activity decay
+    "F23": _family("transfer_contours", {"sweep": "S7"}, {"over": "N"}, MUPC,  # transfer across width
+                   derived=("transfer_width", "transfer")),
+    "F24": _family("transfer_contours", {"sweep": "S6"}, {"over": "H"}, MUPC,  # transfer across depth
+                   derived=("transfer_depth", "transfer")),
+    "F25": _family("transfer_contours", {"sweep": "S8"}, {"over": None}, MUPC),  # F-MNIST loss and acc contours
 }

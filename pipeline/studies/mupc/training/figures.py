@@ -4,7 +4,7 @@ family; drawing only.
 Each renderer takes its grid from the runs of the sweeps it reads (the index of each sweep's train
 unit), the learning rates its family's extract selected (``extract@F<k>``'s ``headline.json``) and its
 other choices (chance cells, fills) from ``mupc_training.figures``; it returns :class:`Figure` records with a
-plotly figure, whose PNG and PDF kaleido writes beside its interactive HTML (:mod:`pipeline.figure_writer`).
+plotly figure, whose PNG and PDF kaleido writes beside its interactive HTML (:mod:`pipeline.writer.figures`).
 Every number the claims read is computed by the extract (``metrics.py``), never here, so restyling a
 figure cannot move a finding. Panels the notebook writes as one file per activation (or per H) are
 combined as subplots of one figure per dataset (:mod:`.panels`); the notebook's trace types, colour scales
@@ -580,7 +580,7 @@ def drawer(family: str) -> Callable[[Env], list[Figure]]:
     """The function that draws ``family`` with its sweeps and arguments (its entry in families.py)."""
     spec = FAMILIES[family]
     draw = globals()[spec.draw]
-    return lambda env: draw(env, **spec.sweeps, **spec.args)
+    return lambda env: draw(env, **spec.sources, **spec.args)
 
 
 def render_family(cfg: FiguresParams, unit: str, sweeps: Sweeps, selected: Mapping[str, Any]) -> list[Figure]:

@@ -1,4 +1,5 @@
-"""The one writer of a stage's results: output files, ``meta.json``, metrics, figures, sidecars, MLflow.
+"""The one writer of a stage's results: output files, ``meta.json``, metrics, figures (:mod:`.figures`),
+sidecars, and what MLflow and the run records link to them.
 
 Everything lands atomically: a unit's folder is built beside itself and swapped in, so a failed or
 interrupted stage leaves the previous results whole (resumable units write each part the same way).
@@ -10,11 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline import runs as run_records
 from pipeline.contract import Output, Run
 from pipeline.io import atomic_dir, read_json, read_npz, write_csv, write_json, write_npz
 from pipeline.paths import metrics_path, stage_name, study_dir
 from pipeline.tracking import Tracker
+from pipeline.tracking import records as run_records
 
 
 def read_file(path: Path) -> Any:
@@ -41,10 +42,10 @@ def write_files(folder: Path, output: Output) -> list[Path]:
 
 
 def run_entry(tracker: Tracker, children: Mapping[str, str], execution: Mapping[str, Any]) -> dict[str, Any]:
-    """What a run record (:mod:`pipeline.runs`) links an output to: the stage's run key, its experiment,
+    """What a run record (:mod:`pipeline.tracking.records`) links an output to: the stage's run key, its experiment,
     its child runs and what this execution did."""
-    return {"mlflow_run_id": tracker.parent.run_id, "mlflow_experiment": tracker.study,
-            "mlflow_experiment_id": tracker.experiment_id, "mlflow_children": dict(children),
+    return {"run_key": tracker.parent.run_key, "mlflow_experiment": tracker.study,
+            "mlflow_experiment_id": tracker.experiment_id, "children": dict(children),
             "execution": dict(execution)}
 
 
@@ -60,8 +61,8 @@ def log_runs(tracker: Tracker, runs: list[Run], folder: Path) -> dict[str, str]:
                 child.log_artifact(folder / name)
             if run.failed:
                 child.fail(run.failed)
-        if child.run_id:
-            ids[run.name] = child.run_id
+        if child.run_key:
+            ids[run.name] = child.run_key
     return ids
 
 

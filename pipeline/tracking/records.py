@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.io import read_json, write_json
-from pipeline.tracking import journal_dir
+from pipeline.tracking.journal import journal_dir
 
 KEEP = 16  # fingerprints kept per stage (the latest executions with different outputs)
 
@@ -52,8 +52,8 @@ def _load(stage: str) -> dict[str, Any]:
 
 
 def record(stage: str, output: Mapping[str, Any], run: Mapping[str, Any], *, part: str | None = None) -> None:
-    """Link ``output`` (the record just written) to ``run`` (``mlflow_run_id`` = run key, experiment,
-    children, execution). ``part``: a part of a resumable unit, kept under ``parts`` by name."""
+    """Link ``output`` (the record just written) to ``run`` (``run_key``, experiment, ``children``:
+    child name → run key, execution). ``part``: a part of a resumable unit, kept under ``parts`` by name."""
     data = _load(stage)
     entry = {**run, "recorded": int(time.time() * 1000)}
     if part is not None:
@@ -81,27 +81,25 @@ def part_children(stage: str, parts: Mapping[str, Mapping[str, Any]]) -> dict[st
     for name, meta in sorted(parts.items()):
         rec = recorded.get(name)
         if rec and rec.get("fingerprint") == fingerprint(meta):
-            out.update(rec.get("mlflow_children", {}))
+            out.update(rec.get("children", {}))
     return out
 
 
 def with_runs(sidecar: Mapping[str, Any]) -> dict[str, Any]:
-    """A render unit's figures sidecar with each figure's run key (``mlflow_run_id``, ``mlflow_run_key``)
-    and its sources' keys and children, from the records; ``run_recorded: False`` where the workspace
-    holds no record of the execution that wrote it."""
+    """A render unit's figures sidecar with each figure's ``run_key`` and its sources' keys and children,
+    from the records; ``run_recorded: False`` where the workspace holds no record of the execution that
+    wrote it. (The report turns keys into MLflow run ids once synced: :func:`pipeline.report.link_runs`.)"""
     rec = lookup(str(sidecar.get("stage", "")), sidecar)
     figures = []
     for entry in sidecar.get("figures", []):
-        out = {**entry, "mlflow_run_id": rec.get("mlflow_run_id") if rec else None, "run_recorded": rec is not None}
-        if rec is not None:
-            out["mlflow_run_key"] = rec.get("mlflow_run_id")
-            if rec.get("mlflow_experiment_id"):
-                out["mlflow_experiment_id"] = rec["mlflow_experiment_id"]
+        out = {**entry, "run_key": rec.get("run_key") if rec else None, "run_recorded": rec is not None}
+        if rec is not None and rec.get("mlflow_experiment_id"):
+            out["mlflow_experiment_id"] = rec["mlflow_experiment_id"]
         sources = []
         for src in entry.get("sources", []):
             srec = lookup(str(src.get("stage", "")), fp=src.get("meta_sha256"))
-            sources.append({**src, "mlflow_run_id": srec.get("mlflow_run_id") if srec else None,
-                            "children": srec.get("mlflow_children", {}) if srec else {}})
+            sources.append({**src, "run_key": srec.get("run_key") if srec else None,
+                            "children": srec.get("children", {}) if srec else {}})
         if "sources" in entry:
             out["sources"] = sources
         figures.append(out)

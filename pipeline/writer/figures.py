@@ -1,7 +1,7 @@
-"""The one writer of figures: a render unit's files, its MLflow artifacts and its sidecar.
+"""The writer's figures: a render unit's files, its MLflow artifacts and its sidecar.
 
-Kept apart from :mod:`pipeline.records` so that only render stages load matplotlib and depend on
-the plotting style.
+A module of its own so that only render stages load matplotlib, plotly and kaleido, and only they depend on
+the plotting style (restyling reruns no training).
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from pipeline import registry
-from pipeline import runs as run_records
+from pipeline.config import figure_workers_setting
 from pipeline.contract import Figure, Output
-from pipeline.executor import figure_workers_setting
 from pipeline.io import atomic_dir, read_json, write_json
 from pipeline.paths import figures_dir, rel, sidecar_path
 from pipeline.plotting import (
@@ -31,8 +30,9 @@ from pipeline.plotting import (
     save_plotly_static,
     static_plotly,
 )
-from pipeline.records import run_entry, write_files
 from pipeline.tracking import Tracker
+from pipeline.tracking import records as run_records
+from pipeline.writer import run_entry, write_files
 
 
 def kaleido_static(fig: Figure) -> bool:
@@ -139,7 +139,7 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
     logged to the stage's run, and the sidecar ``<unit>.figures.json`` the report stage reads.
 
     The sidecar holds what the inputs determine: each source as its stage and the fingerprint of its
-    ``meta.json`` (:func:`pipeline.runs.fingerprint`), which the report resolves to the runs recorded
+    ``meta.json`` (:func:`pipeline.tracking.records.fingerprint`), which the report resolves to the runs recorded
     for it; the render's own run goes to its run record."""
     out = figures_dir(study) / unit
     saved: list[tuple[Figure, list[str]]] = []

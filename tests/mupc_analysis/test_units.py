@@ -15,16 +15,20 @@ import pytest
 # project's plotting module draws the μPC figures with it
 pytest.importorskip("plotly")
 
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
 from pipeline.config import ConfigError, load_section, merge, read_tree, resolve, validate
 from pipeline.contract import Context, Output
-from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis import STUDY
+from pipeline.studies.mupc.analysis import figures as figures_module
 from pipeline.studies.mupc.analysis import train as train_module
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 from pipeline.studies.mupc.analysis.extract import extract, spectral_drift
 from pipeline.studies.mupc.analysis.families import FAMILIES
-from pipeline.studies.mupc.analysis.figures import _phase, drawer, render
+from pipeline.studies.mupc.analysis.figures import LAYER_NAMES, _phase, drawer, log_ticks, phase_title, pow2, render
 from pipeline.studies.mupc.analysis.layout import FWD_METRICS, fwd_key, hessian_configs, hessian_key, theory_key
+from pipeline.studies.mupc.training.panels import Panels
 from tests.conftest import ROOT
 
 NAME = "mupc_analysis"
@@ -311,53 +315,138 @@ def test_extract_gathers_the_headline_numbers(full_store):
     assert out.run_metrics["theory_grid/ratio_t0/sp/N1_H1"] == m["theory_grid"]["ratio_t0/sp"]["N1_H1"]
 
 
-def _finite_images(fig: Any) -> list[np.ndarray]:
-    return [np.asarray(im.get_array(), dtype=float) for ax in fig.axes for im in ax.images]
+# ----------------------------------------------------------------------------- figures (plotly, as the notebook)
+
+
+def _panels(fig: go.Figure) -> dict[str, list]:
+    """The traces of each subplot, by x axis ("x", "x2", …)."""
+    out: dict[str, list] = {}
+    for t in fig.data:
+        out.setdefault(t.xaxis or "x", []).append(t)
+    return out
+
+
+def _axis(fig: go.Figure, anchor: str, xy: str = "x") -> Any:
+    """The layout axis a trace's ``xaxis``/``yaxis`` anchor ("x2") names."""
+    return fig.layout[f"{xy}axis{anchor[1:]}"]
+
+
+def _titles(fig: go.Figure) -> list[str]:
+    return [a.text for a in fig.layout.annotations if a.yanchor == "bottom" and a.text]
+
+
+def _legend(fig: go.Figure) -> list[str]:
+    return [t.name for t in fig.data if t.showlegend is not False]
+
+
+def _plotly_record(f: Any, fam: str, src: str) -> go.Figure:
+    """The figure record of a plotly-only figure (kaleido writes its PNG/PDF), with its title and size."""
+    assert f.family == fam and f.sources == [("train", src)] and f.mpl is None and f.caption and f.seed_figure
+    assert isinstance(f.plotly, go.Figure) and not f.plotly.frames
+    assert f.plotly.layout.title.text and f.plotly.layout.width and f.plotly.layout.height
+    return f.plotly
+
+
+def test_every_family_exports_plotly_images():
+    """The render stage checks for Chromium before it computes."""
+    assert figures_module.PLOTLY_IMAGES is True
+
+
+def test_grid_labels_and_log_colour_ticks():
+    assert [pow2(v) for v in (1, 2, 8, 3, 0.5)] == ["2<sup>0</sup>", "2<sup>1</sup>", "2<sup>3</sup>", "3",
+                                                    "2<sup>-1</sup>"]
+    assert log_ticks(0.0, 7.0) == ([float(k) for k in range(8)], [f"10<sup>{k}</sup>" for k in range(8)])
+    assert log_ticks(0.0, 20.0)[0] == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0, 18.0]  # at most eight decades
+    vals, text = log_ticks(0.4, 0.6)  # under two decades inside: five steps labelled with their values
+    assert vals == pytest.approx([0.4, 0.45, 0.5, 0.55, 0.6]) and text[0] == "2.51" and text[-1] == "3.98"
 
 
 @pytest.mark.parametrize("fam", ["F1", "F3"])
 def test_histogram_figures(full_store, fam):
+    """plot_hessian_eigenvalues_slice: overlaid go.Histogram (probability, 50 bins, opacity 0.75), log y with a
+    tick per decade; across H Blues, across N Reds, both sample_colorscale(len(widths) + 3)[3:]."""
     store, cfg = full_store
+    hp = cfg.hessian
     figs = drawer(fam)(lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
-    rows = len(cfg.hessian.acts) if fam == "F1" else 3  # F1: one row per act; F3: D, O, H_theory (linear)
+    rows = len(hp.acts) if fam == "F1" else 3  # F1: one row per act; F3: D, O, H_theory (linear)
     assert [f.id for f in figs] == [f"{fam}_mupc_standard_gauss_skips_decay0_seed0",
                                     f"{fam}_sp_standard_no_skips_decay0_seed0"]
+    blues = sample_colorscale("Blues", len(hp.widths) + 3)[3:]
+    reds = sample_colorscale("Reds", len(hp.widths) + 3)[3:]
     for f in figs:
-        assert f.family == fam and f.sources == [("train", "hessian_init")] and f.plotly is None
-        axes = f.mpl.axes
-        assert len(axes) == 2 * rows
-        for ax in axes[0::2]:  # across H at N = max: one step histogram per depth
-            assert len(ax.patches) == len(cfg.hessian.depths) and "N=4" in ax.get_title()
-        for ax in axes[1::2]:
-            assert len(ax.patches) == len(cfg.hessian.widths) and "H=3" in ax.get_title()
-        plt.close(f.mpl)
+        fig = _plotly_record(f, fam, "hessian_init")
+        assert fig.layout.barmode == "overlay" and fig.layout.title.text.endswith(f.id[len(fam) + 1:])
+        panels = list(_panels(fig).items())
+        assert len(panels) == 2 * rows
+        titles = _titles(fig)
+        assert all("N=4" in t for t in titles[0::2]) and all("H=3" in t for t in titles[1::2])
+        for k, (anchor, traces) in enumerate(panels):
+            across_h = k % 2 == 0
+            assert [t.type for t in traces] == ["histogram"] * len(hp.depths if across_h else hp.widths)
+            assert [t.name for t in traces] == (["H=2<sup>1</sup>", "H=3"] if across_h else
+                                                ["N=2<sup>1</sup>", "N=2<sup>2</sup>"])
+            assert [t.marker.color for t in traces] == (blues if across_h else reds)[: len(traces)]
+            assert all(t.histnorm == "probability" and t.nbinsx == 50 and t.opacity == 0.75 for t in traces)
+            assert all(len(t.x) and np.isfinite(np.asarray(t.x, dtype=float)).all() for t in traces)
+            x, y = _axis(fig, anchor), _axis(fig, "y" + anchor[1:], "y")
+            assert x.title.text.startswith("λ(") and (y.type, y.dtick, y.title.text) == ("log", 1, "Density (log)")
+        assert sorted(_legend(fig)) == sorted({t.name for t in fig.data})  # each name once
 
 
 @pytest.mark.parametrize("fam,panels", [("F2", 3 * 2), ("F4", 9)])
 def test_phase_diagram_figures(full_store, fam, panels):
+    """Phase diagrams (the notebook's bicubic imshow): go.Contour with heatmap colouring, Viridis, rows N on y,
+    columns H on x, log axes ticked 2^k; κ in log10 colour unless sp without skips (and O's κ, which is 1)."""
     store, cfg = full_store
+    hp = cfg.hessian
     figs = drawer(fam)(lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
     assert len(figs) == 2
     for f in figs:
-        images = _finite_images(f.mpl)
-        assert len(images) == panels and len(f.mpl.axes) == 2 * panels  # each panel has its colorbar
-        assert all(im.shape == (2, 2) for im in images)
-        assert all(np.isfinite(im).any() for im in images)
-        assert f.mpl.get_suptitle().endswith(f.id[len(fam) + 1:])
-        plt.close(f.mpl)
+        fig = _plotly_record(f, fam, "hessian_init")
+        conts = [t for t in fig.data if t.type in ("contour", "heatmap")]
+        assert len(conts) == len(fig.data) == panels and fig.layout.showlegend is False
+        assert fig.layout.title.text.endswith(f.id[len(fam) + 1:])
+        for t in conts:
+            z = np.asarray(t.z, dtype=float)
+            assert t.type == "contour" and t.contours.coloring == "heatmap" and z.shape == (2, 2)
+            assert np.isfinite(z).any() and t.colorscale == go.Contour(colorscale="Viridis").colorscale
+            assert list(t.x) == hp.depths and list(t.y) == hp.widths and t.colorbar.title.side == "right"
+            x, y = _axis(fig, t.xaxis), _axis(fig, t.yaxis, "y")
+            assert (x.type, x.title.text, list(x.tickvals)) == ("log", "H", hp.depths)
+            assert (y.type, y.title.text, list(y.tickvals)) == ("log", "N", hp.widths)
+            assert list(x.ticktext) == ["2<sup>1</sup>", "3"] and list(y.ticktext) == ["2<sup>1</sup>", "2<sup>2</sup>"]
+    # the κ panel of H_z (F2) and of H_theory (F4): log10 colour with mupc and skips, the values with sp no skips
+    for f, log in zip(figs, (True, False), strict=True):
+        c = next(c for c in hessian_configs(hp) if f.id.endswith(_group(c)) and c["act"] == "linear")
+        cells = {(x["N"], x["H"]): x for x in store.files["hessian_init"][f"{hessian_key(c)}/summary.json"]["cells"]}
+        key = "kappa" if fam == "F2" else "H_theory_kappa"
+        kappa = np.array([[cells[(N, H)][key] for H in hp.depths] for N in hp.widths])
+        t = next(t for t in f.plotly.data if t.name == ("κ(H<sub>z</sub>)" if fam == "F2" else "κ(H<sub>theory</sub>)"))
+        assert np.allclose(np.asarray(t.z, dtype=float), np.log10(kappa) if log else kappa)
+        assert (t.colorbar.tickvals is not None) == log  # log: 10^k or value ticks; linear: plotly's own
+
+
+def _group(c: dict) -> str:
+    return f"{c['param']}_{c['init']}_{'skips' if c['skips'] else 'no_skips'}_decay0_seed{c['seed']}"
 
 
 def test_a_phase_diagram_of_one_value_says_so_instead_of_a_rounding_noise_scale():
     """O's κ is 1 in every cell (its spectrum is symmetric): the panel names the value, the scale spans ±5 %."""
-    fig, (a, b) = plt.subplots(1, 2)
-    _phase(a, np.array([[1.0, 1.0 + 2e-16], [1.0 - 1e-16, 1.0]]), [2, 4], [2, 4], "O: κ", False)
-    _phase(b, np.array([[1.0, 1.5], [2.0, 1.0]]), [2, 4], [2, 4], "D: κ", False)
-    assert a.get_title() == "O: κ (= 1 in every cell)" and a.images[0].get_clim() == pytest.approx((0.95, 1.05))
-    assert b.get_title() == "D: κ" and b.images[0].get_clim() == (1.0, 2.0)
-    plt.close(fig)
+    one, two = np.array([[1.0, 1.0 + 2e-16], [1.0 - 1e-16, 1.0]]), np.array([[1.0, 1.5], [2.0, 1.0]])
+    assert phase_title("O: κ", one, False) == "O: κ (= 1 in every cell)" and phase_title("D: κ", two, False) == "D: κ"
+    assert phase_title("O: κ", one, True) == "O: κ"  # a log scale names no value
+    p = Panels(1, 2, ["O: κ", "D: κ"], legend=False)
+    _phase(p, 1, 1, one, [2, 4], [2, 4], "κ(O)", False)
+    _phase(p, 1, 2, two, [2, 4], [2, 4], "κ(D)", False)
+    a, b = p.fig.data
+    assert (a.zmin, a.zmax) == pytest.approx((0.95, 1.05)) and a.contours.showlines is False
+    assert b.zmin is None and b.zmax is None and b.colorbar.tickvals is None
 
 
 def test_forward_pass_figures(full_store):
+    """plot_metric_per_iv: one go.Scatter per layer (width 2, opacity 0.8), Reds (activities) / Greens (weights)
+    sample_colorscale(5 + 3)[3:]; across N and L log x ticked 2^k, lines+markers; log y for the activities of sp
+    (dtick 1 across N, 10 across L); over steps lines with three x ticks."""
     store, cfg = full_store
     fp = cfg.fwd_pass
     read = store.files["fwd_pass"].__getitem__
@@ -366,39 +455,77 @@ def test_forward_pass_figures(full_store):
     assert f5[0].id == "F5_linear_sgd_avg_activity_l1_t0"
     f6 = drawer("F6")(read, cfg, "fwd_pass")
     assert [f.id for f in f6] == [f"F6_{a}_{o}" for a in fp.acts for o in fp.optims]
-    for f, ncol in [(f5[0], 1 + len(fp.slice_widths)), (f6[0], 1 + 2 * len(fp.slice_widths))]:
-        axes = f.mpl.axes
-        assert len(axes) == len(fp.variants) * ncol
-        assert all(len(ax.lines) == 5 for ax in axes)  # layers 1, L/4, L/2, 3L/4, L
-        assert all(np.isfinite(ax.lines[0].get_ydata()).all() for ax in axes)
-        assert axes[0].get_yscale() == "log"  # sp variants in log y
-    last = f6[0].mpl.axes[-1]  # over steps t at L = max
-    assert list(last.lines[0].get_xdata()) == list(range(fp.checks))
-    for f in f5 + f6:
-        plt.close(f.mpl)
+    ns = len(fp.slice_widths)
+    for f, fam, scale, ncol in [(f5[0], "F5", "Reds", 1 + ns), (f6[0], "F6", "Greens", 1 + 2 * ns)]:
+        fig = _plotly_record(f, fam, "fwd_pass")
+        panels = list(_panels(fig).items())
+        assert len(panels) == len(fp.variants) * ncol
+        assert _legend(fig) == list(LAYER_NAMES)  # each layer once
+        for anchor, traces in panels:
+            row, col = divmod(int(anchor[1:] or 1) - 1, ncol)  # subplots are numbered row by row
+            assert [t.type for t in traces] == ["scatter"] * 5 and [t.name for t in traces] == list(LAYER_NAMES)
+            assert [t.line.color for t in traces] == sample_colorscale(scale, 8)[3:]
+            assert all(t.line.width == 2 and t.opacity == 0.8 for t in traces)
+            assert all(np.isfinite(np.asarray(t.y, dtype=float)).all() for t in traces)
+            x, y = _axis(fig, anchor), _axis(fig, "y" + anchor[1:], "y")
+            over_t = col > ns
+            want = "Training iteration" if over_t else ("Width" if col == 0 else "Depth")
+            assert x.title.text == want and y.title.text
+            if over_t:
+                assert all(t.mode == "lines" for t in traces) and list(traces[0].x) == list(range(fp.checks))
+                assert x.type is None and list(x.tickvals) == [0.0, 1.0, 2.0]
+            else:
+                grid = fp.widths if col == 0 else fp.depths
+                assert all(t.mode == "lines+markers" for t in traces) and list(traces[0].x) == grid
+                assert x.type == "log" and list(x.tickvals) == grid and x.ticktext[0].startswith("2<sup>")
+            logy = fam == "F5" and fp.variants[row].startswith("sp")
+            assert (y.type == "log") == logy
+            if logy:
+                assert y.dtick == (1 if col == 0 else 10)
 
 
 def test_theory_figures_through_render(full_store):
+    """F26: ℒ/F* phase diagrams, go.Contour of log10 values on the fixed range [1, color_max] in Inferno, decade
+    ticks; μPC cells written in white (two decimals). F27: lines per width, Purples (energy, with the widest net's
+    loss in #EF553B, width 1), Reds (loss), Viridis (ratio), (n + 3)[3:], linear axes."""
     store, cfg = full_store
     out = render(store.ctx(cfg, "render", "F26"), "F26")
     tg = cfg.theory_grid
     assert [f.id for f in out.figures] == ["F26_sp", "F26_mupc"]
     for f in out.figures:
-        images = _finite_images(f.mpl)
-        assert len(images) == len(tg.plot_iters) and all(im.shape == (3, 3) for im in images)
-        assert all(np.nanmin(im) >= 1.0 for im in images)  # ℒ/F* >= 1
-        texts = sum(len(ax.texts) for ax in f.mpl.axes)
-        assert texts == (len(tg.plot_iters) * 9 if f.id == "F26_mupc" else 0)  # μPC cells annotated
-        plt.close(f.mpl)
+        fig = _plotly_record(f, "F26", "theory_grid")
+        conts = [t for t in fig.data if t.type == "contour"]
+        assert len(conts) == len(tg.plot_iters) and _titles(fig) == [f"t = {t}" for t in tg.plot_iters]
+        hi = np.log10(tg.color_max[f.id[4:]])
+        for t in conts:
+            z = np.asarray(t.z, dtype=float)
+            assert z.shape == (3, 3) and np.nanmin(z) >= 0.0  # ℒ/F* >= 1
+            assert t.colorscale == go.Contour(colorscale="Inferno").colorscale and (t.zmin, t.zmax) == (0.0, hi)
+            assert list(t.colorbar.tickvals) == [float(k) for k in range(int(hi) + 1)]
+            x, y = _axis(fig, t.xaxis), _axis(fig, t.yaxis, "y")
+            assert (x.type, x.title.text, list(x.tickvals)) == ("log", "H", tg.depths)
+            assert (y.type, y.title.text, list(y.tickvals)) == ("log", "N", tg.widths)
+        texts = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
+        assert len(texts) == (len(tg.plot_iters) if f.id == "F26_mupc" else 0)  # μPC cells annotated
+    ratio = store.files["theory_grid"][f"{theory_key('linear', 'mupc', 1, 1)}/theory.npz"]["loss_energy_ratios"]
+    assert texts[0].text[0] == f"{ratio[tg.plot_iters[0]]:.2f}" and texts[0].textfont.color == "white"
     out = render(store.ctx(cfg, "render", "F27"), "F27")
     tw = cfg.theory_width
+    n = len(tw.plot_widths)
     assert [f.id for f in out.figures] == [f"F27_{a}_{p}" for a in tw.acts for p in tw.params]
     for f in out.figures:
-        energy_ax, loss_ax, ratio_ax = f.mpl.axes
-        assert len(energy_ax.lines) == len(tw.plot_widths) + 1 and len(ratio_ax.lines) == len(tw.plot_widths)
-        assert all(len(line.get_ydata()) == tw.iters for line in loss_ax.lines)
-        assert ("max residual" in f.mpl.get_suptitle()) == (not f.id.startswith("F27_linear"))
-        plt.close(f.mpl)
+        fig = _plotly_record(f, "F27", "theory_width")
+        (ea, energy), (la, loss), (ra, ratio) = _panels(fig).items()
+        assert [t.line.color for t in energy] == [*sample_colorscale("Purples", n + 3)[3:], "#EF553B"]
+        assert energy[-1].line.width == 1 and energy[-1].legendrank == 0 and energy[-1].name.startswith("loss")
+        assert [t.line.color for t in loss] == sample_colorscale("Reds", n + 3)[3:]
+        assert [t.line.color for t in ratio] == sample_colorscale("Viridis", n + 3)[3:]
+        for anchor, traces, ytitle in ((ea, energy, "Equilib. energy"), (la, loss, "Loss"), (ra, ratio, "Ratio")):
+            assert all(t.type == "scatter" and t.mode == "lines" and len(t.y) == tw.iters for t in traces)
+            x, y = _axis(fig, anchor), _axis(fig, "y" + anchor[1:], "y")
+            assert x.title.text == "Training iteration" and y.title.text == ytitle and x.type is None and y.type is None
+            assert list(x.tickvals) == [0.0, float((tw.iters - 1) // 2), float(tw.iters - 1)]
+        assert ("max residual" in fig.layout.title.text) == (not f.id.startswith("F27_linear"))
 
 
 def test_spectral_drift_is_the_largest_relative_change_and_keeps_overflow():

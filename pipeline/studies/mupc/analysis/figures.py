@@ -1,20 +1,36 @@
-"""render@<family>: the analysis figures F1–F6, F26, F27 (matplotlib re-implementation of the seed's plots).
+"""render@<family>: the analysis figures F1–F6, F26, F27, plotly as the seed notebook (001) draws them; drawing only.
 
-Every grid (N, H, L lists, slices, steps) comes from the resolved section; each renderer reads exactly
-the cells its params list, from the one train unit of its family. Phase diagrams: rows = N (y axis),
-columns = H (x axis).
+Every grid (N, H, L lists, slices, steps) comes from the resolved section; each renderer reads exactly the
+cells its params list, from the one train unit of its family, and returns :class:`Figure` records with a plotly
+figure, whose PNG and PDF kaleido writes beside its interactive HTML. Every number the claims read is computed
+by the extract (``extract.py``), never here. The notebook writes one file per panel; here the panels of one
+configuration are the subplots of one figure (:class:`Panels`, one legend with each name once), with the
+notebook's trace types, colour scales and their sampling (:func:`pipeline.plotting.palette`), axis types and
+ticks:
+
+* spectra (F1, F3): overlaid ``go.Histogram`` (``histnorm="probability"``, 50 bins, opacity 0.75), log y with a
+  tick per decade; Blues across H, Reds across N, ``sample_colorscale(len(widths) + 3)[3:]``;
+* phase diagrams (F2, F4, F26; the notebook's bicubic ``imshow``): a ``go.Contour`` with heatmap colouring
+  (:func:`contour`) over rows N (y) and columns H (x), log axes ticked 2^k, Viridis (ℒ/F*: Inferno on its fixed
+  log range [1, color_max], μPC cells written in white), a log colour scale where the notebook's ``LogNorm`` is
+  (κ unless sp without skips);
+* layer traces (F5, F6): one ``go.Scatter`` (width 2, opacity 0.8) per layer ℓ ∈ {1, L/4, L/2, 3L/4, L}, Reds
+  (activities) or Greens (weights) ``(5 + 3)[3:]``, log x ticked 2^k, log y for the activities of sp (a tick per
+  decade across N, per ten decades across L); over steps: lines, three x ticks;
+* curves over training (F27): ``go.Scatter`` lines per width, Purples (energy, with the loss of the widest net
+  in #EF553B, width 1), Reds (loss), Viridis (ratio), ``(n + 3)[3:]``, linear axes, three x ticks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.colors import LogNorm
+import plotly.graph_objects as go
 
 from pipeline.contract import Context, Figure, Output
-from pipeline.plotting import plt
+from pipeline.plotting import palette
 from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
 from pipeline.studies.mupc.analysis.families import FAMILIES
 from pipeline.studies.mupc.analysis.layout import (
@@ -26,9 +42,29 @@ from pipeline.studies.mupc.analysis.layout import (
     theory_key,
 )
 from pipeline.studies.mupc.runs import fmt_num
+from pipeline.studies.mupc.training.panels import Panels, contour
 
-LAYER_NAMES = ("ℓ=1", "ℓ=L/4", "ℓ=L/2", "ℓ=3L/4", "ℓ=L")
+#: every render@<family> draws plotly figures whose PNG/PDF kaleido writes (the render stage checks for Chromium)
+PLOTLY_IMAGES = True
+
+LAYER_NAMES = ("ℓ = 1", "ℓ = 1/4L", "ℓ = 1/2L", "ℓ = 3/4L", "ℓ = L")  # the notebook's layer_idxs
 Reader = Callable[[str], Any]  # a file of the source train unit by name -> JSON object or npz arrays
+
+HIST_BINS, HIST_OPACITY = 50, 0.75  # the notebook's spectra
+LINE_OPACITY = 0.8  # the notebook's layer traces and curves over training
+LOSS_COLOUR = "#EF553B"  # the loss drawn with the energies
+SKIP = 3  # the notebook samples its curve colours as sample_colorscale(scale, n + 3)[3:]
+HIST_PANEL, CURVE_PANEL, PHASE_PANEL = (550, 400), (550, 350), (500, 400)  # px per panel
+PHASE_SPACE = 0.16  # room between phase panels for each one's colour bar
+H_Z, ITER = "H<sub>z</sub>", "Training iteration"
+FWD_LABELS = {"avg_activity_l1": "‖z<sub>ℓ</sub>‖<sub>1</sub>", "avg_activity_l2": "‖z<sub>ℓ</sub>‖<sub>2</sub>",
+              "param_spectral_norms": "‖W<sub>ℓ</sub>‖<sub>2</sub>"}
+
+
+def pow2(v: float) -> str:
+    """A grid value as the notebook's ticks and trace names write it: 2^k for a power of two, else the number."""
+    k = float(np.log2(v)) if v > 0 else float("nan")
+    return f"2<sup>{round(k)}</sup>" if np.isfinite(k) and abs(k - round(k)) < 1e-9 else fmt_num(v)
 
 
 def _group_key(c: dict[str, Any]) -> str:
@@ -53,72 +89,51 @@ def _spectrum(read: Reader, c: dict[str, Any], N: int, H: int, name: str) -> np.
     return read(f"{cell_dir(c, N, H)}/cell.npz")[name]
 
 
-def _hist_panel(ax: Any, spectra: dict[str, np.ndarray], cmap: str, title: str) -> None:
-    colors = plt.get_cmap(cmap)(np.linspace(0.35, 1.0, len(spectra)))
-    for (label, ev), col in zip(spectra.items(), colors):
-        w = np.full(len(ev), 1.0 / len(ev))
-        lo, hi = float(np.min(ev)), float(np.max(ev))
-        if hi - lo < 1e-9 * max(1.0, abs(hi)):  # degenerate spectrum (e.g. O = 0 at H = 1)
-            lo, hi = lo - 0.5, hi + 0.5
-        ax.hist(ev, bins=np.linspace(lo, hi, 51), weights=w, histtype="step", color=col, label=label, lw=1.2)
-    ax.set_yscale("log")
-    ax.set_xlabel("eigenvalue")
-    ax.set_ylabel("fraction (log)")
-    ax.set_title(title)
-    ax.legend(fontsize=7)
-
-
-def _phase(ax: Any, grid: np.ndarray, Ns: list[int], Hs: list[int], title: str, log: bool,
-           vmin: float | None = None, vmax: float | None = None, annotate: bool = False, cmap: str = "viridis") -> None:
-    data = np.asarray(grid, dtype=float)
-    if log:
-        finite = data[np.isfinite(data) & (data > 0)]
-        lo = vmin if vmin is not None else (finite.min() if finite.size else 1.0)
-        hi = vmax if vmax is not None else (finite.max() if finite.size else 10.0)
-        norm = LogNorm(vmin=lo, vmax=max(hi, lo * 1.0001))
-        im = ax.imshow(np.where(data > 0, data, np.nan), origin="lower", cmap=cmap, norm=norm, aspect="auto")
-    else:
-        finite = data[np.isfinite(data)]
-        if vmin is None and vmax is None and finite.size and np.ptp(finite) <= 1e-9 * np.abs(finite).max():
-            # one value in every cell (O's κ is 1: its spectrum is symmetric): say so, not a rounding-noise scale
-            c = float(finite.mean())
-            vmin, vmax = c - (0.05 * abs(c) or 1.0), c + (0.05 * abs(c) or 1.0)
-            title += f" (= {c:.4g} in every cell)"
-        im = ax.imshow(data, origin="lower", cmap=cmap, aspect="auto", vmin=vmin, vmax=vmax)
-    ax.set_xticks(range(len(Hs)), [str(h) for h in Hs])
-    ax.set_yticks(range(len(Ns)), [str(n) for n in Ns])
-    ax.set_xlabel("H (hidden layers)")
-    ax.set_ylabel("N (width)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(False)
-    plt.colorbar(im, ax=ax, fraction=0.046)
-    if annotate:
-        for i in range(len(Ns)):
-            for j in range(len(Hs)):
-                if np.isfinite(data[i, j]):
-                    ax.text(j, i, f"{data[i, j]:.3g}", ha="center", va="center", fontsize=6, color="w")
-
-
 def _grid_of(cells: dict, Ns: list[int], Hs: list[int], key: str) -> np.ndarray:
     return np.array([[cells[(N, H)].get(key, np.nan) for H in Hs] for N in Ns], dtype=float)
 
 
-# ----------------------------------------------------------------------------- F1–F4
+def _finite(y: np.ndarray) -> np.ndarray:
+    """``y`` with non-finite values (overflow) as gaps."""
+    y = np.asarray(y, dtype=float)
+    return np.where(np.isfinite(y), y, np.nan)
 
 
-def _depth_width_hists(row: np.ndarray, read: Reader, c: dict[str, Any], hp: HessianParams, name: str,
-                       label: str) -> None:
-    """Two panels of the spectrum ``name``: across H at the widest N (Blues), across N at the deepest H (Reds)."""
-    Nmax, Hmax = max(hp.widths), max(hp.depths)
-    _hist_panel(row[0], {f"H={H}": _spectrum(read, c, Nmax, H, name) for H in hp.depths}, "Blues",
-                f"{label}, N={Nmax}")
-    _hist_panel(row[1], {f"N={N}": _spectrum(read, c, N, Hmax, name) for N in hp.widths}, "Reds",
-                f"{label}, H={Hmax}")
-
-
-def _group_figure(family: str, gk: str, fig: plt.Figure, src: str, caption: str, seed: str) -> Figure:
+def _group_figure(family: str, gk: str, p: Panels, src: str, caption: str, seed: str) -> Figure:
     """One figure of a Hessian family for one configuration group (``<family>_<group>``)."""
-    return Figure(f"{family}_{gk}", caption, seed, mpl=fig, sources=[("train", src)], family=family)
+    return Figure(f"{family}_{gk}", caption, seed, plotly=p.done(), sources=[("train", src)], family=family)
+
+
+# ----------------------------------------------------------------------------- F1, F3: spectra
+
+
+def _spectra(p: Panels, r: int, c: int, spectra: dict[str, np.ndarray], scale: str, n_colours: int,
+             xlabel: str) -> None:
+    """The notebook's ``plot_hessian_eigenvalues_slice``: one histogram per spectrum, overlaid, log y."""
+    colours = palette(scale, max(n_colours, len(spectra)), skip=SKIP)[: len(spectra)]
+    for (name, ev), col in zip(spectra.items(), colours, strict=True):
+        p.add(go.Histogram(x=np.asarray(ev, dtype=float), histnorm="probability", nbinsx=HIST_BINS, name=name,
+                           marker={"color": col}, opacity=HIST_OPACITY, legendgroup=name,
+                           showlegend=p.show(name, col)), r, c)
+    p.axes(r, c, xlabel, "Density (log)", type="log", exponentformat="power", dtick=1)
+
+
+def _depth_width_hists(p: Panels, r: int, read: Reader, c: dict[str, Any], hp: HessianParams, name: str,
+                       xlabel: str) -> None:
+    """Row ``r``: the spectrum ``name`` across H at the widest N (Blues) and across N at the deepest H (Reds);
+    both sample their colours by the number of widths, as the notebook does."""
+    Nmax, Hmax = max(hp.widths), max(hp.depths)
+    n = len(hp.widths)
+    _spectra(p, r, 1, {f"H={pow2(H)}": _spectrum(read, c, Nmax, H, name) for H in hp.depths}, "Blues", n, xlabel)
+    _spectra(p, r, 2, {f"N={pow2(N)}": _spectrum(read, c, N, Hmax, name) for N in hp.widths}, "Reds", n, xlabel)
+
+
+def _hist_panels(rows: Sequence[str], hp: HessianParams, title: str) -> Panels:
+    Nmax, Hmax = max(hp.widths), max(hp.depths)
+    titles = [f"{row}, {s}" for row in rows for s in (f"across H, N={Nmax}", f"across N, H={Hmax}")]
+    p = Panels(len(rows), 2, titles, HIST_PANEL, title)
+    p.fig.update_layout(barmode="overlay")
+    return p
 
 
 def render_f1(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
@@ -126,34 +141,11 @@ def render_f1(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     Nmax, Hmax = max(hp.widths), max(hp.depths)
     figs = []
     for gk, configs in _hessian_groups(hp).items():
-        fig, axes = plt.subplots(len(configs), 2, figsize=(10, 3.2 * len(configs)), squeeze=False, layout="constrained")
-        for r, c in enumerate(configs):
-            _depth_width_hists(axes[r], read, c, hp, "num_hessian_eigenvals", f"{c['act']}: λ(H_z)")
-        fig.suptitle(f"Activity Hessian at init — {gk}")
-        figs.append(_group_figure("F1", gk, fig, src, f"Eigenvalue histograms of H_z at init across H (N={Nmax}) "
+        p = _hist_panels([c["act"] for c in configs], hp, f"Activity Hessian at init — {gk}")
+        for r, c in enumerate(configs, start=1):
+            _depth_width_hists(p, r, read, c, hp, "num_hessian_eigenvals", f"λ({H_Z})")
+        figs.append(_group_figure("F1", gk, p, src, f"Eigenvalue histograms of H_z at init across H (N={Nmax}) "
                                   f"and across N (H={Hmax}); {gk}.", "H_num_eigenvals_N_128 / _H_128"))
-    return figs
-
-
-def _extremes_row(axes: Any, cells: dict[tuple[int, int], dict[str, Any]], hp: HessianParams, prefix: str,
-                  label: str, kappa: str, log_k: bool) -> None:
-    """One row of phase diagrams over (N, H): λ_max, λ_min and κ of the cells' ``<prefix>lambda_max`` … keys."""
-    for ax, (key, name, log) in zip(axes, (("lambda_max", "λ_max", False), ("lambda_min", "λ_min", False),
-                                          ("kappa", kappa, log_k))):
-        _phase(ax, _grid_of(cells, hp.widths, hp.depths, prefix + key), hp.widths, hp.depths, f"{label}: {name}", log)
-
-
-def render_f2(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
-    hp = cfg.hessian
-    figs = []
-    for gk, configs in _hessian_groups(hp).items():
-        fig, axes = plt.subplots(len(configs), 3, figsize=(13, 3.4 * len(configs)), squeeze=False, layout="constrained")
-        for r, c in enumerate(configs):
-            _extremes_row(axes[r], _cells(read, c), hp, "", c["act"], "κ = |λmax|/|λmin|",
-                          log_k=not (c["param"] == "sp" and not c["skips"]))
-        fig.suptitle(f"H_z at init, extremes per (N, H) — {gk}")
-        figs.append(_group_figure("F2", gk, fig, src, f"Phase diagrams of λ_max, λ_min and κ of H_z at init; {gk}. "
-                                  "Methods per number in the cell summaries.", "H_num_max_eigen / min / cond_num"))
     return figs
 
 
@@ -161,17 +153,133 @@ def _linear_configs(hp: HessianParams) -> dict[str, dict[str, Any]]:
     return {gk: c for gk, cs in _hessian_groups(hp).items() for c in cs if c["act"] == "linear"}
 
 
+THEORY_MATRICES = (("theory_D_eigenvals", "D", "D"), ("theory_O_eigenvals", "O", "O"),
+                   ("theory_hessian_eigenvals", "H_theory", "H<sub>theory</sub>"))
+
+
 def render_f3(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     hp = cfg.hessian
     figs = []
     for gk, c in _linear_configs(hp).items():
-        fig, axes = plt.subplots(3, 2, figsize=(10, 9.6), squeeze=False, layout="constrained")
-        for r, (name, label) in enumerate((("theory_D_eigenvals", "D"), ("theory_O_eigenvals", "O"),
-                                           ("theory_hessian_eigenvals", "H_theory"))):
-            _depth_width_hists(axes[r], read, c, hp, name, f"λ({label})")
-        fig.suptitle(f"Linear theory Hessian H = D + O — {gk}")
-        figs.append(_group_figure("F3", gk, fig, src, "Spectra of D (block diagonal), O (off-diagonal) and H_theory "
+        p = _hist_panels([f"λ({label})" for _, _, label in THEORY_MATRICES], hp,
+                         f"Linear theory Hessian H = D + O — {gk}")
+        for r, (name, _, label) in enumerate(THEORY_MATRICES, start=1):
+            _depth_width_hists(p, r, read, c, hp, name, f"λ({label})")
+        figs.append(_group_figure("F3", gk, p, src, "Spectra of D (block diagonal), O (off-diagonal) and H_theory "
                                   f"= D + O for linear networks; {gk}.", "D_/O_/H_theory_eigenvals_{N,H}_128"))
+    return figs
+
+
+# ----------------------------------------------------------------------------- F2, F4, F26: phase diagrams
+
+
+def one_value(grid: np.ndarray) -> float | None:
+    """The value of a grid whose finite cells all hold one number (rounding noise aside; O's κ is 1: its
+    spectrum is symmetric), else None."""
+    finite = grid[np.isfinite(grid)]
+    if finite.size and np.ptp(finite) <= 1e-9 * np.abs(finite).max():
+        return float(finite.mean())
+    return None
+
+
+def phase_title(title: str, grid: np.ndarray, log: bool) -> str:
+    """A phase panel's title; one value in every cell is named, not drawn on a rounding-noise scale."""
+    one = None if log else one_value(np.asarray(grid, dtype=float))
+    return title if one is None else f"{title} (= {one:.4g} in every cell)"
+
+
+def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Colour-bar ticks of a log10 colour scale from ``lo`` to ``hi`` (log10 values), as the notebook's ``LogNorm``
+    bar has them: each decade inside (10^k, at most eight); a span with fewer than two decades inside: five even
+    steps labelled with their values."""
+    decades = list(range(int(np.ceil(lo - 1e-9)), int(np.floor(hi + 1e-9)) + 1))
+    if len(decades) >= 2:
+        decades = decades[:: -(-len(decades) // 8)]
+        return [float(k) for k in decades], [f"10<sup>{k}</sup>" for k in decades]
+    vals = [float(v) for v in np.linspace(lo, hi, 5)]
+    return vals, [f"{10 ** v:.3g}" for v in vals]
+
+
+def _phase(p: Panels, r: int, c: int, grid: np.ndarray, Ns: Sequence[int], Hs: Sequence[int], bar: str, log: bool,
+           colorscale: str = "Viridis", zrange: tuple[float, float] | None = None) -> None:
+    """A phase diagram of ``grid`` [N, H] in panel (r, c): :func:`contour` over (H, N), its colour bar titled
+    ``bar``; ``log``: log10 colour (cells ≤ 0 are gaps) on ``zrange`` (values, default the data's); linear: the
+    values' own scale (one value in every cell: ±5 % around it, no contour lines). Axes titled H and N, ticked
+    2^k."""
+    data = np.asarray(grid, dtype=float)
+    z = np.log10(np.where(data > 0, data, np.nan)) if log else data
+    contour(p, r, c, Hs, Ns, z, colorscale, bar)
+    trace = p.fig.data[-1]
+    if log:
+        finite = z[np.isfinite(z)]
+        if zrange is not None:
+            lo, hi = (float(np.log10(v)) for v in zrange)
+            trace.update(zmin=lo, zmax=hi)
+        elif finite.size:
+            lo, hi = float(finite.min()), float(finite.max())
+        else:  # no cell to colour: no ticks
+            lo = hi = None
+        vals, text = log_ticks(lo, hi) if lo is not None else ([], [])
+        trace.colorbar.update(tickvals=vals, ticktext=text)
+    else:
+        trace.colorbar.update(tickvals=None, ticktext=None)  # the values themselves
+        one = one_value(data)
+        if one is not None:
+            half = 0.05 * abs(one) or 1.0
+            trace.update(zmin=one - half, zmax=one + half, contours={"showlines": False}, line={"width": 0})
+    p.fig.update_xaxes(tickvals=list(Hs), ticktext=[pow2(h) for h in Hs], ticks="outside", row=r, col=c)
+    p.fig.update_yaxes(tickvals=list(Ns), ticktext=[pow2(n) for n in Ns], ticks="outside", row=r, col=c)
+    p.axes(r, c, "H", "N")
+
+
+def _cell_values(p: Panels, r: int, c: int, grid: np.ndarray, Ns: Sequence[int], Hs: Sequence[int]) -> None:
+    """Each finite cell's value written on it (white, two decimals), as the notebook's ``show_cells``; a value on
+    the panel's edge is written inside it."""
+    def place(k: int, n: int, low: str, high: str, mid: str) -> str:
+        return low if k == 0 else (high if k == n - 1 else mid)
+
+    cells = [(H, N, grid[i, j], f"{place(i, len(Ns), 'top', 'bottom', 'middle')} "
+              f"{place(j, len(Hs), 'right', 'left', 'center')}")
+             for i, N in enumerate(Ns) for j, H in enumerate(Hs) if np.isfinite(grid[i, j])]
+    p.add(go.Scatter(x=[x[0] for x in cells], y=[x[1] for x in cells], text=[f"{x[2]:.2f}" for x in cells],
+                     textposition=[x[3] for x in cells], mode="text", textfont={"color": "white", "size": 10},
+                     hoverinfo="skip", showlegend=False, cliponaxis=False, name="cell values"), r, c)
+
+
+Phase = tuple[str, str, np.ndarray, bool]  # panel title, colour-bar title, grid [N, H], log colour
+EXTREMES = (("lambda_max", "λ<sub>max</sub>"), ("lambda_min", "λ<sub>min</sub>"), ("kappa", "κ"))
+
+
+def _extremes(cells: dict[tuple[int, int], dict[str, Any]], hp: HessianParams, prefix: str, row: str,
+              matrix: str, log_k: bool) -> list[Phase]:
+    """One row of phase diagrams over (N, H): λ_max, λ_min (linear colour) and κ (log colour where ``log_k``) of
+    the cells' ``<prefix>lambda_max`` … keys."""
+    return [(f"{row}: {name}", f"{name}({matrix})", _grid_of(cells, hp.widths, hp.depths, prefix + key),
+             log_k if key == "kappa" else False) for key, name in EXTREMES]
+
+
+def _phase_figure(rows: list[list[Phase]], hp: HessianParams, title: str) -> Panels:
+    p = Panels(len(rows), len(rows[0]), [phase_title(t, g, log) for row in rows for t, _, g, log in row],
+               PHASE_PANEL, title, hspace=PHASE_SPACE, legend=False)
+    for r, row in enumerate(rows, start=1):
+        for c, (_, bar, grid, log) in enumerate(row, start=1):
+            _phase(p, r, c, grid, hp.widths, hp.depths, bar, log)
+    return p
+
+
+def _kappa_log(c: dict[str, Any]) -> bool:
+    """The notebook's κ colour: log, except for sp without skips."""
+    return not (c["param"] == "sp" and not c["skips"])
+
+
+def render_f2(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    hp = cfg.hessian
+    figs = []
+    for gk, configs in _hessian_groups(hp).items():
+        rows = [_extremes(_cells(read, c), hp, "", c["act"], H_Z, _kappa_log(c)) for c in configs]
+        p = _phase_figure(rows, hp, f"H_z at init, extremes per (N, H) — {gk}")
+        figs.append(_group_figure("F2", gk, p, src, f"Phase diagrams of λ_max, λ_min and κ of H_z at init; {gk}. "
+                                  "Methods per number in the cell summaries.", "H_num_max_eigen / min / cond_num"))
     return figs
 
 
@@ -180,27 +288,65 @@ def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     figs = []
     for gk, c in _linear_configs(hp).items():
         cells = _cells(read, c)
-        fig, axes = plt.subplots(3, 3, figsize=(13, 10), squeeze=False, layout="constrained")
-        for r, pre in enumerate(("D", "O", "H_theory")):
-            _extremes_row(axes[r], cells, hp, f"{pre}_", pre, "κ", log_k=pre != "O")
-        fig.suptitle(f"Linear theory extremes — {gk}")
-        figs.append(_group_figure("F4", gk, fig, src, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); {gk}.",
-                           "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
+        rows = [_extremes(cells, hp, f"{pre}_", pre, label, pre != "O" and _kappa_log(c))
+                for _, pre, label in THEORY_MATRICES]
+        p = _phase_figure(rows, hp, f"Linear theory extremes — {gk}")
+        figs.append(_group_figure("F4", gk, p, src, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); {gk}.",
+                                  "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
     return figs
 
 
-# ----------------------------------------------------------------------------- F5–F6
+def render_f26(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    tg = cfg.theory_grid
+    figs = []
+    for param in tg.param_lrs:
+        ratios = np.array([[read(f"{theory_key('linear', param, N, H)}/theory.npz")
+                            ["loss_energy_ratios"] for H in tg.depths] for N in tg.widths])  # [nN, nH, iters]
+        ncol = min(4, len(tg.plot_iters))
+        nrow = int(np.ceil(len(tg.plot_iters) / ncol))
+        p = Panels(nrow, ncol, [f"t = {t}" for t in tg.plot_iters], PHASE_PANEL,
+                   f"Loss / equilibrium energy, linear ResNets, {param} (Adam lr {fmt_num(tg.param_lrs[param])})",
+                   hspace=PHASE_SPACE, legend=False)
+        for k, t in enumerate(tg.plot_iters):
+            r, c = divmod(k, ncol)
+            _phase(p, r + 1, c + 1, ratios[:, :, t], tg.widths, tg.depths, "ℒ / F*", True, "Inferno",
+                   (1.0, tg.color_max[param]))
+            if param == "mupc":
+                _cell_values(p, r + 1, c + 1, ratios[:, :, t], tg.widths, tg.depths)
+        for k in range(len(tg.plot_iters), nrow * ncol):
+            p.hide(k // ncol + 1, k % ncol + 1)
+        fid = f"F26_{param}"
+        figs.append(Figure(fid,
+                           f"Phase diagrams (rows N, columns H) of ℒ/F* with the exact equilibrium (closed form "
+                           f"½rᵀS⁻¹r = F(z*)), {param}, at iterations {tg.plot_iters}; log colour [1, "
+                           f"{tg.color_max[param]:g}].", "loss_energy_ratio_t_{t}", plotly=p.done(),
+                           sources=[("train", src)], family="F26"))
+    return figs
 
 
-def _layer_traces(ax: Any, xs: list[int], ys: np.ndarray, xlabel: str, title: str, logy: bool) -> None:
-    colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, ys.shape[0]))
-    for k in range(ys.shape[0]):
-        ax.plot(xs, ys[k], "o-", color=colors[k], label=LAYER_NAMES[k], ms=3)
-    ax.set_xscale("log", base=2)
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_title(title, fontsize=8)
+# ----------------------------------------------------------------------------- F5–F6: layer traces
+
+
+def _layer_traces(p: Panels, r: int, c: int, xs: Sequence[int], ys: np.ndarray, scale: str, over_t: bool) -> None:
+    """The notebook's ``plot_metric_per_iv``: one trace per layer (``ys`` [5, len(xs)]); over steps ``lines``
+    with three x ticks, else ``lines+markers``."""
+    for k, col in enumerate(palette(scale, ys.shape[0], skip=SKIP)):
+        name = LAYER_NAMES[k]
+        p.add(go.Scatter(x=list(xs), y=_finite(ys[k]), name=name, legendgroup=name, showlegend=p.show(name, col),
+                         mode="lines" if over_t else "lines+markers", line={"width": 2, "color": col},
+                         opacity=LINE_OPACITY), r, c)
+    if over_t:
+        p.xs[(r, c)] = np.asarray(xs, dtype=float)
+
+
+def _layer_axes(p: Panels, r: int, c: int, xs: Sequence[int] | None, xlabel: str, ylabel: str, logy: bool) -> None:
+    """A layer panel's axes: across N or L (``xs``) log x ticked 2^k; log y (a tick per decade, per ten decades
+    across L) where ``logy``."""
+    if xs is not None:
+        p.fig.update_xaxes(type="log", tickvals=list(xs), ticktext=[pow2(v) for v in xs], exponentformat="power",
+                           row=r, col=c)
+    y_kw = {"type": "log", "exponentformat": "power", "dtick": 10 if xlabel == "Depth" else 1} if logy else {}
+    p.axes(r, c, xlabel, ylabel, **y_kw)
 
 
 def _fwd_load(read: Reader, act: str, optim: str, variant: str) -> dict[str, np.ndarray]:
@@ -217,26 +363,24 @@ def render_f5(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
             data = {v: _fwd_load(read, act, optim, v) for v in fp.variants}
             for metric, label in (("avg_activity_l1", "mean |z_ℓ|"), ("avg_activity_l2", "RMS z_ℓ")):
                 for t in fp.plot_ts:
-                    ncol = 1 + len(fp.slice_widths)
-                    fig, axes = plt.subplots(len(fp.variants), ncol, figsize=(4 * ncol, 2.8 * len(fp.variants)),
-                                             squeeze=False, layout="constrained")
-                    for r, v in enumerate(fp.variants):
+                    titles = [s for v in fp.variants for s in
+                              [f"{v}: L={fp.slice_depth}, t={t}", *(f"{v}: N={N}, t={t}" for N in fp.slice_widths)]]
+                    p = Panels(len(fp.variants), 1 + len(fp.slice_widths), titles, CURVE_PANEL,
+                               f"Forward pass: {label} — {act}, {optim}, t={t}")
+                    for r, v in enumerate(fp.variants, start=1):
                         arr, logy = data[v][metric], v.startswith("sp")
-                        _layer_traces(axes[r, 0], fp.widths, arr[:, t, :, j_slice], "N",
-                                      f"{v}: {label}, L={fp.slice_depth}, t={t}", logy)
-                        for cidx, N in enumerate(fp.slice_widths, start=1):
-                            i = fp.widths.index(N)
-                            _layer_traces(axes[r, cidx], fp.depths, arr[:, t, i, :], "L",
-                                          f"{v}: {label}, N={N}, t={t}", logy)
-                    axes[0, 0].legend(fontsize=7)
-                    fig.suptitle(f"Forward pass: {label} — {act}, {optim}, t={t}")
+                        _layer_traces(p, r, 1, fp.widths, arr[:, t, :, j_slice], "Reds", False)
+                        _layer_axes(p, r, 1, fp.widths, "Width", FWD_LABELS[metric], logy)
+                        for c, N in enumerate(fp.slice_widths, start=2):
+                            _layer_traces(p, r, c, fp.depths, arr[:, t, fp.widths.index(N), :], "Reds", False)
+                            _layer_axes(p, r, c, fp.depths, "Depth", FWD_LABELS[metric], logy)
                     fid = f"F5_{act}_{optim}_{metric}_t{t}"
                     figs.append(Figure(fid,
                                        f"{label} at layers 1, L/4, L/2, 3L/4, L per width (L={fp.slice_depth}) and per "
                                        f"depth (N ∈ {fp.slice_widths}) at step {t}; {act}, {optim}, 5 variants; log y "
                                        "for sp. Non-finite values (overflow) are not drawn.",
-                                       f"{metric}_per_N_at_t{t} / _per_L_at_t{t}", mpl=fig, sources=[("train", src)],
-                                       family="F5"))
+                                       f"{metric}_per_N_at_t{t} / _per_L_at_t{t}", plotly=p.done(),
+                                       sources=[("train", src)], family="F5"))
     return figs
 
 
@@ -244,96 +388,78 @@ def render_f6(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     fp = cfg.fwd_pass
     j_slice, t = fp.depths.index(fp.slice_depth), fp.plot_ts[0]
     Lmax = max(fp.depths)
+    label = FWD_LABELS["param_spectral_norms"]
     figs = []
     for act in fp.acts:
         for optim in fp.optims:
-            ncol = 1 + 2 * len(fp.slice_widths)
-            fig, axes = plt.subplots(len(fp.variants), ncol, figsize=(3.6 * ncol, 2.8 * len(fp.variants)),
-                                     squeeze=False, layout="constrained")
-            for r, v in enumerate(fp.variants):
+            titles = [s for v in fp.variants for s in
+                      [f"{v}: L={fp.slice_depth}, t={t}", *(f"{v}: N={N}, t={t}" for N in fp.slice_widths),
+                       *(f"{v}: over t, N={N}, L={Lmax}" for N in fp.slice_widths)]]
+            ns = len(fp.slice_widths)
+            p = Panels(len(fp.variants), 1 + 2 * ns, titles, CURVE_PANEL,
+                       f"Spectral norms of the raw weights — {act}, {optim}")
+            for r, v in enumerate(fp.variants, start=1):
                 arr = _fwd_load(read, act, optim, v)["param_spectral_norms"]
-                _layer_traces(axes[r, 0], fp.widths, arr[:, t, :, j_slice], "N",
-                              f"{v}: ‖W‖₂, L={fp.slice_depth}, t={t}", True)
-                for cidx, N in enumerate(fp.slice_widths):
+                _layer_traces(p, r, 1, fp.widths, arr[:, t, :, j_slice], "Greens", False)
+                _layer_axes(p, r, 1, fp.widths, "Width", label, False)
+                for k, N in enumerate(fp.slice_widths):
                     i = fp.widths.index(N)
-                    _layer_traces(axes[r, 1 + cidx], fp.depths, arr[:, t, i, :], "L", f"{v}: ‖W‖₂, N={N}, t={t}", True)
-                    ax = axes[r, 1 + len(fp.slice_widths) + cidx]
-                    ys = arr[:, :, i, fp.depths.index(Lmax)]
-                    colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, ys.shape[0]))
-                    for k in range(ys.shape[0]):
-                        ax.plot(range(fp.checks), ys[k], "o-", color=colors[k], ms=3, label=LAYER_NAMES[k])
-                    ax.set_yscale("log")
-                    ax.set_xlabel("t")
-                    ax.set_title(f"{v}: ‖W‖₂ over t, N={N}, L={Lmax}", fontsize=8)
-            axes[0, 0].legend(fontsize=7)
-            fig.suptitle(f"Spectral norms of the raw weights — {act}, {optim}")
+                    _layer_traces(p, r, 2 + k, fp.depths, arr[:, t, i, :], "Greens", False)
+                    _layer_axes(p, r, 2 + k, fp.depths, "Depth", label, False)
+                    _layer_traces(p, r, 2 + ns + k, range(fp.checks), arr[:, :, i, fp.depths.index(Lmax)], "Greens",
+                                  True)
+                    _layer_axes(p, r, 2 + ns + k, None, ITER, label, False)
             fid = f"F6_{act}_{optim}"
             figs.append(Figure(fid,
                                f"Largest singular value of the raw W_ℓ (exact, matrix_norm ord=2) per width, per depth "
                                f"and over steps; {act}, {optim}, 5 variants.",
-                               "params_spectral_norm_per_N / _per_L / _over_t", mpl=fig, sources=[("train", src)],
-                               family="F6"))
+                               "params_spectral_norm_per_N / _per_L / _over_t", plotly=p.done(),
+                               sources=[("train", src)], family="F6"))
     return figs
 
 
-# ----------------------------------------------------------------------------- F26–F27
+# ----------------------------------------------------------------------------- F27: curves over training
+
+#: the notebook's three plots of the width sweep: (array, colour scale, y title, legend prefix)
+WIDTH_CURVES = (("train_energies", "Purples", "Equilib. energy", "F*"), ("train_losses", "Reds", "Loss", "ℒ"),
+                ("loss_energy_ratios", "Viridis", "Ratio", "ℒ/F*"))
 
 
-def render_f26(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
-    tg = cfg.theory_grid
-    figs = []
-    for param in tg.param_lrs:
-        ratios = np.array([[read(f"{theory_key('linear', param, N, H)}/theory.npz")
-                            ["loss_energy_ratios"] for H in tg.depths] for N in tg.widths])  # [nN, nH, iters]
-        ncol = min(4, len(tg.plot_iters))
-        nrow = int(np.ceil(len(tg.plot_iters) / ncol))
-        fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.6 * nrow), squeeze=False, layout="constrained")
-        for k, t in enumerate(tg.plot_iters):
-            _phase(axes.flat[k], ratios[:, :, t], tg.widths, tg.depths, f"ℒ/F* at t={t}", True, 1.0,
-                   tg.color_max[param], annotate=(param == "mupc"), cmap="magma")
-        for ax in list(axes.flat)[len(tg.plot_iters):]:
-            ax.axis("off")
-        fig.suptitle(f"Loss / equilibrium energy, linear ResNets, {param} (Adam lr {fmt_num(tg.param_lrs[param])})")
-        fid = f"F26_{param}"
-        figs.append(Figure(fid,
-                           f"Phase diagrams (rows N, columns H) of ℒ/F* with the exact equilibrium (closed form "
-                           f"½rᵀS⁻¹r = F(z*)), {param}, at iterations {tg.plot_iters}; log colour [1, "
-                           f"{tg.color_max[param]:g}].", "loss_energy_ratio_t_{t}", mpl=fig, sources=[("train", src)],
-                           family="F26"))
-    return figs
+def _curve(p: Panels, c: int, y: np.ndarray, colour: str, name: str, width: float = 2, **kw: Any) -> None:
+    x = np.arange(len(y))
+    p.add(go.Scatter(x=x, y=_finite(y), name=name, legendgroup=name, showlegend=p.show(name, colour), mode="lines",
+                     line={"width": width, "color": colour}, **kw), 1, c)
+    if len(x) > len(p.xs.get((1, c), ())):
+        p.xs[(1, c)] = x.astype(float)
 
 
 def render_f27(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     tw = cfg.theory_width
     figs = []
-    colors = plt.get_cmap("Reds")(np.linspace(0.35, 1.0, len(tw.plot_widths)))
     for act in tw.acts:
         for param in tw.params:
             runs = {N: read(f"{theory_key(act, param, N, tw.depth)}/theory.npz") for N in tw.widths}
-            fig, axes = plt.subplots(1, 3, figsize=(14, 3.6), layout="constrained")
-            for N, col in zip(tw.plot_widths, colors):
-                d = runs[N]
-                axes[0].plot(d["train_energies"], color=col, label=f"F*, N={N}")
-                axes[1].plot(d["train_losses"], color=col, label=f"ℒ, N={N}")
-                axes[2].plot(d["loss_energy_ratios"], color=col, label=f"N={N}")
-            Nbig = max(tw.plot_widths)
-            axes[0].plot(runs[Nbig]["train_losses"], "k--", label=f"ℒ, N={Nbig}")
-            for ax, lab in zip(axes, ("equilibrium energy F*", "loss ℒ", "ℒ / F*")):
-                ax.set_yscale("log")
-                ax.set_xlabel("iteration")
-                ax.set_ylabel(lab)
-                ax.legend(fontsize=7)
             eq = "exact equilibrium" if act == "linear" else "numerical equilibrium"
             res = "" if act == "linear" else (
                 f"; max residual {max(float(np.max(r['eq_residuals'])) for r in runs.values()):.1e}")
-            fig.suptitle(f"{act}, {param}, H={tw.depth}: {eq}{res}")
+            p = Panels(1, 3, ["equilibrium energy F*", "loss ℒ", "ℒ / F*"], CURVE_PANEL,
+                       f"{act}, {param}, H={tw.depth}: {eq}{res}")
+            for c, (key, scale, ylabel, prefix) in enumerate(WIDTH_CURVES, start=1):
+                cols = palette(scale, len(tw.plot_widths), skip=SKIP)
+                for N, col in zip(tw.plot_widths, cols, strict=True):
+                    _curve(p, c, runs[N][key], col, f"{prefix}, N = {pow2(N)}", opacity=LINE_OPACITY)
+                if key == "train_energies":  # the notebook's loss of the widest net, first in the legend
+                    Nbig = max(tw.plot_widths)
+                    _curve(p, c, runs[Nbig]["train_losses"], LOSS_COLOUR, f"loss, N = {pow2(Nbig)}", width=1,
+                           legendrank=0)
+                p.axes(1, c, ITER, ylabel)
             fid = f"F27_{act}_{param}"
             figs.append(Figure(fid,
                                f"Energy, loss and ℒ/F* over training per width (H={tw.depth}), {act}, {param}, "
                                f"{eq}" + ("" if act == "linear" else " (GD on the per-sample energy, float64, step "
                                           "≤ 1/λ_max(H_z))") + ".",
-                               "energies_per_width / losses_per_width / loss_energy_ratios_per_width", mpl=fig,
-                               sources=[("train", src)], family="F27"))
+                               "energies_per_width / losses_per_width / loss_energy_ratios_per_width",
+                               plotly=p.done(), sources=[("train", src)], family="F27"))
     return figs
 
 

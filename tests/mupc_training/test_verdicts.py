@@ -144,6 +144,28 @@ def test_an_early_stopped_seed_keeps_its_last_value():
         assert verdict(cid, m, "paper") == "holds", cid
 
 
+def test_an_early_stopped_bp_seed_keeps_its_last_value():
+    """Paper (B1: several seeds per lr): one BP seed stopping after a third of its evaluations at every lr no
+    longer cuts the other seeds to that point; F21's best is the mean of each seed's own final value."""
+    cfg = resolved("paper")
+    seeds = sorted({rc.seed for rc in expand(cfg, "B1")})
+    assert len(seeds) > 1
+
+    def arrays(rc: RunConfig) -> dict[str, np.ndarray]:
+        out = paperlike(rc)
+        if rc.kind == "bp" and rc.seed == seeds[0]:
+            n = len(out["test_accs"])
+            out["test_accs"] = np.concatenate([out["test_accs"][: max(2, n // 3)], [np.nan]])[:-1]
+        return out
+
+    best = metrics_of(cfg, "paper", "F21", arrays)["best_final_acc"]
+    k = len(seeds)
+    for key, value in best.items():
+        n = 3 * int(key.split("/")[1].removesuffix("ep"))
+        early = curve(97.0, n)[max(2, n // 3) - 1]
+        assert value == pytest.approx((97.0 * (k - 1) + early) / k), key
+
+
 # ----------------------------------------------------------------------------- 4. transfer
 
 

@@ -242,8 +242,9 @@ def deep_comparison(env: Env, mupc: tuple[str, ...], bp: str) -> None:
 
 
 def bp_sweep(env: Env, sweep: str) -> None:
-    """F21: per (ds, epochs, act) the best final mean accuracy over the lrs (a seed with at most one
-    evaluation → [chance]*3, as drawn)."""
+    """F21: per (ds, epochs, act) the best over the lrs of the mean over seeds of each seed's final accuracy
+    (:func:`~pipeline.studies.mupc.training.aggregate.seed_final`: no truncation to the shortest seed; a seed
+    with at most one evaluation counts as chance, as the notebook draws it)."""
     runs = sweep_runs(env, sweep)
     best = env.headline.setdefault("best_final_acc", {})
     for ds, epochs in sorted({(rc.dataset, rc.epochs) for rc in runs}):
@@ -251,7 +252,8 @@ def bp_sweep(env: Env, sweep: str) -> None:
         for act in values(vr, "act"):
             cell = pick(vr, act=act)
             for lr in values(cell, "param_lr", descending=True):
-                final = last(accs(env, sweep, pick(cell, param_lr=lr), ag.fill_bp_short))
+                final = ag.mean_final([ag.seed_final(a, env.chance)
+                                       for a in accs(env, sweep, pick(cell, param_lr=lr), ag.fill_bp_short)])
                 if final is not None:
                     key = f"{ds}/{epochs}ep/{act}/H={cell_h(cell)}"
                     best[key] = max(best.get(key, -np.inf), final)

@@ -11,13 +11,16 @@ import pytest
 import torch
 
 # skips, rather than breaks, collection where plotly is absent (a bare GPU machine's `pytest -m gpu`): the
-# project's plotting module draws the μPC figures with it
+# study draws its heat maps and slider with it
 pytest.importorskip("plotly")
+
+import plotly.colors as pcolors
 
 from pipeline.config import load_section, read_tree
 from pipeline.contract import Context, Output
 from pipeline.plotting import plt
 from pipeline.studies.superposition import STUDY
+from pipeline.studies.superposition import figures as figures_module
 from pipeline.studies.superposition.config import Plateau, Superposition, TrainSettings
 from pipeline.studies.superposition.extract import detect_all, variant_losses
 from pipeline.studies.superposition.figures import (
@@ -29,6 +32,7 @@ from pipeline.studies.superposition.figures import (
     slider_html,
     zoom_window,
 )
+from pipeline.writer.figures import exports_plotly_images
 from tests.conftest import ROOT
 from tests.superposition.test_plateau import KW, step_curve
 
@@ -155,7 +159,8 @@ def test_render_variant_figures(units: dict, cfg: Superposition) -> None:
     assert ids == ["untied_seed42_geometry", "untied_seed42_heatmaps", "untied_seed42_slider"]
     geo, heat, slider = out.figures
     assert all(f.sources == [("train", "untied")] for f in out.figures)
-    assert geo.mpl is not None and heat.mpl is not None and slider.plotly is not None and slider.mpl is None
+    assert geo.mpl is not None and slider.plotly is not None and slider.mpl is None
+    assert heat.mpl is None and heat.plotly is not None  # plotly alone: kaleido writes its PNG and PDF
     assert len(geo.mpl.axes) == 2 * 3
     for ax in geo.mpl.axes:
         pts = ax.collections[0].get_offsets()
@@ -164,14 +169,19 @@ def test_render_variant_figures(units: dict, cfg: Superposition) -> None:
     assert geo.mpl.axes[0].get_ylabel() == "W_E: hidden 1" and geo.mpl.axes[3].get_ylabel() == "W_U: hidden 1"
     # the seed's colour of the loss curves (42: black)
     assert tuple(geo.mpl.axes[0].collections[0].get_facecolor()[0][:3]) == (0.0, 0.0, 0.0)
-    images = [im for ax in heat.mpl.axes for im in ax.images]
-    assert len(images) == 2 * 3 and all(np.isfinite(im.get_array()).all() for im in images)
-    assert heat.mpl.axes[0].get_title() == "epoch 0" and "seed 42" in heat.mpl._suptitle.get_text()
-    assert heat.mpl.axes[0].get_ylabel().startswith("W_U·W_E") and heat.mpl.axes[3].get_ylabel().startswith("ReLU")
+    hm = heat.plotly
+    assert len(hm.data) == 2 * 3 and all(t.type == "heatmap" and np.isfinite(t.z).all() for t in hm.data)
+    assert [a.text for a in hm.layout.annotations][:3] == ["epoch 0", "epoch 200", "epoch 400"]
+    assert "seed 42" in hm.layout.title.text
+    assert hm.layout.yaxis.title.text.startswith("W_U·W_E") and hm.layout.yaxis4.title.text.startswith("ReLU")
+    assert heat.seed_figure == "visualize_matrices_with_slider (static frames)"
     for f in (geo, heat):  # the smoke profile labels its stand-ins in the title and the caption
         assert f.caption.startswith("SMOKE STAND-IN: 400 epochs, 2 seeds")
-        assert "SMOKE STAND-IN" in f.mpl._suptitle.get_text()
-        assert_text_at_least_9pt(f.mpl)
+    assert "SMOKE STAND-IN" in geo.mpl._suptitle.get_text() and "SMOKE STAND-IN" in hm.layout.title.text
+    assert_text_at_least_9pt(geo.mpl)
+    assert figures_module.PLOTLY_IMAGES("untied") and figures_module.PLOTLY_IMAGES("tied")
+    assert not figures_module.PLOTLY_IMAGES("summary")
+    assert exports_plotly_images("superposition", "untied") and not exports_plotly_images("superposition", "summary")
     frames = len(frame_indices(EPOCHS // 20 + 1, cfg.render.html_frames))
     assert len(slider.plotly.data) == 4 * frames and len(slider.plotly.layout.sliders[0].steps) == frames
     assert "over 6 of the 21 snapshots" in slider.caption and "(6 of 21 snapshots)" in slider.plotly.layout.title.text
@@ -245,9 +255,44 @@ def test_panels_and_slider_on_random_weights() -> None:
     geo = geometry_panels(w_e, w_u, ep, [0, 20], "t")
     assert len(geo.axes) == 4 and geo.axes[0].get_xlim()[1] == pytest.approx(1.1 * np.abs(w_e).max())
     heat = heatmap_panels(w_e, w_u, ep, [10], "t")
-    assert len([im for ax in heat.axes for im in ax.images]) == 2
+    assert len(heat.data) == 2
     m = np.matmul(w_u, w_e)
-    assert heat.axes[0].images[0].get_clim() == (m.min(), m.max())
+    assert heat.data[0].zmin == pytest.approx(m.min()) and heat.data[0].zmax == pytest.approx(m.max())
     fig = slider_html(w_e, w_u, ep, 2, "t")
     assert len(fig.data) == 4 * 2 and [s.label for s in fig.layout.sliders[0].steps] == ["0", "20"]
     plt.close("all")
+
+
+def test_heatmap_panels_draw_as_the_notebook() -> None:
+    """The notebook's ``go.Heatmap(z=matrix[::-1], colorscale='magma', zmin/zmax global)``: one panel per matrix
+    kind and epoch, one colour range and one colour bar per row, output feature 0 at the top as in the slider."""
+    rng = np.random.default_rng(1)
+    w_e, w_u = rng.normal(size=(4, 2, 50)), rng.normal(size=(4, 50, 2))
+    ep = np.array([0, 10, 20, 30])
+    fig = heatmap_panels(w_e, w_u, ep, [0, 20, 30], "lbl")
+    m = np.matmul(w_u, w_e)
+    r = np.maximum(m, 0)
+    assert len(fig.data) == 2 * 3 and {t.type for t in fig.data} == {"heatmap"}
+    magma = pcolors.get_colorscale("magma")
+    for row, (a, name) in enumerate(((m, "W_U·W_E"), (r, "ReLU(W_U·W_E)"))):
+        traces = fig.data[3 * row : 3 * row + 3]
+        for t, snap in zip(traces, (0, 2, 3), strict=True):
+            assert [c for _, c in t.colorscale] == [c for _, c in magma]
+            assert [v for v, _ in t.colorscale] == pytest.approx([v for v, _ in magma])
+            # one range per matrix kind, the global min/max over all snapshots (const_colorbar=True)
+            assert t.zmin == pytest.approx(a.min(), rel=1e-6) and t.zmax == pytest.approx(a.max(), rel=1e-6)
+            # stored as the notebook stores it (rows reversed), each row at its feature index
+            np.testing.assert_allclose(np.asarray(t.z), a[snap][::-1], rtol=1e-6, atol=1e-6)
+            assert list(t.y) == list(range(49, -1, -1))
+            assert t.name.startswith(name)
+        assert [t.showscale for t in traces] == [False, False, True]  # one colour bar per row
+        sub = fig.get_subplot(row + 1, 1)
+        assert sub.yaxis.autorange == "reversed"  # feature 0 at the top, as the notebook and the slider
+        bar = traces[-1].colorbar
+        assert sub.yaxis.domain[0] < bar.y < sub.yaxis.domain[1]
+        assert bar.len == pytest.approx(sub.yaxis.domain[1] - sub.yaxis.domain[0])
+    assert [a.text for a in fig.layout.annotations] == ["epoch 0", "epoch 20", "epoch 30"] * 2
+    assert fig.data[3].zmin == pytest.approx(0.0) and fig.data[0].zmin < 0
+    assert fig.layout.title.text == "lbl: W_U·W_E (top) and ReLU(W_U·W_E) (bottom)"
+    assert fig.layout.xaxis4.title.text == "input feature" and fig.layout.xaxis.title.text is None
+    assert not fig.frames  # a static figure: kaleido writes its PNG and PDF

@@ -1,7 +1,8 @@
 """render@<unit>: the figures of the superposition study, from the train and extract outputs.
 
-Matplotlib small multiples and loss curves, one plotly slider per figure seed. Axis and colour
-ranges are fixed across panels and frames, as in the seed: geometry axes span ±1.1·max|w| over all
+Matplotlib geometry small multiples and loss curves (the notebook draws those with matplotlib); plotly heat-map
+small multiples and one plotly slider per figure seed (the notebook draws its heat maps with plotly). Axis and
+colour ranges are fixed across panels and frames, as in the seed: geometry axes span ±1.1·max|w| over all
 snapshots of that weight; heat maps use the global min/max over all snapshots.
 """
 
@@ -10,10 +11,21 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from pipeline.contract import Context, Figure, Output
-from pipeline.plotting import plt
+from pipeline.plotting import PLOTLY_STYLE, plt
 from pipeline.studies.superposition.config import SUMMARY, Superposition
+
+
+def plotly_images(unit: str) -> bool:
+    """Whether ``unit`` draws plotly figures whose PNG and PDF kaleido writes (a Chromium is checked before it
+    computes): every variant (its heat maps and slider); the summary draws with matplotlib alone."""
+    return unit != SUMMARY
+
+
+PLOTLY_IMAGES = plotly_images
 
 HIGHLIGHT = 42  # the seed notebook's seed
 FEW_SEEDS = 10  # up to this many seeds every curve has its colour; beyond, only plateau seeds and seed 42
@@ -149,35 +161,46 @@ def geometry_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epoc
 
 
 def heatmap_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epochs: list[int],
-                   label: str) -> plt.Figure:
-    """Rows: W_U·W_E and ReLU(W_U·W_E) (named on the left); columns: epochs (the titles)."""
-    m = np.matmul(w_u, w_e)  # [K, f, f]
+                   label: str) -> go.Figure:
+    """Rows: W_U·W_E and ReLU(W_U·W_E) (named on the left); columns: epochs (the titles). Each panel is the
+    notebook's ``go.Heatmap(z=matrix[::-1], colorscale='magma')``, its colour range the global min/max of
+    that matrix over all snapshots (the notebook's ``const_colorbar=True``, as the slider), one colour bar
+    per row. The rows are stored reversed as the notebook stores them and placed at their feature index on
+    a reversed y axis, so output feature 0 is the top row, as in the notebook and the slider, and the ticks
+    and hover name the true feature."""
+    m = np.matmul(w_u, w_e).astype(np.float32)  # [K, f, f]
     mats = {"W_U·W_E": m, "ReLU(W_U·W_E)": np.maximum(m, 0)}
-    cols = len(panel_epochs)
-    fig, axes = plt.subplots(2, cols, figsize=(2.7 * cols + 1.6, 6.0), squeeze=False)
-    for r, (name, a) in enumerate(mats.items()):
-        vmin, vmax = float(a.min()), float(a.max())
-        for c, e in enumerate(panel_epochs):
-            ax = axes[r, c]
-            im = ax.imshow(a[_snap(ep, e)], cmap="magma", vmin=vmin, vmax=vmax)
-            ax.set_title(f"epoch {e}", fontsize=10)
-            ax.tick_params(labelsize=9)
-            ax.grid(False)
-            if c == 0:
-                ax.set_ylabel(f"{name}\noutput feature", fontsize=10)
-            if r == 1:
-                ax.set_xlabel("input feature", fontsize=10)
-        cb = fig.colorbar(im, ax=list(axes[r]), shrink=0.85, pad=0.01)
-        cb.ax.tick_params(labelsize=9)
-    fig.suptitle(f"{label}: W_U·W_E (top) and ReLU(W_U·W_E) (bottom)", fontsize=12)
+    rows, cols = len(mats), len(panel_epochs)
+    f = m.shape[1]
+    gap, vgap = 55, 95  # px between panels: for the y ticks; for the x ticks and the next row's titles
+    side = max(230, (560 - gap * (cols - 1)) // cols)  # a panel's square, px (the title's width at the least)
+    plot_w, plot_h = side * cols + gap * (cols - 1), side * rows + vgap * (rows - 1)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"epoch {e}" for _ in mats for e in panel_epochs],
+                        horizontal_spacing=gap / plot_w if cols > 1 else 0.0, vertical_spacing=vgap / plot_h)
+    for r, (name, a) in enumerate(mats.items(), start=1):
+        zmin, zmax = float(a.min()), float(a.max())
+        yd = fig.get_subplot(r, 1).yaxis.domain
+        bar = {"x": 1.0, "xanchor": "left", "xpad": 12, "y": (yd[0] + yd[1]) / 2, "yanchor": "middle",
+               "len": yd[1] - yd[0], "thickness": 14}
+        for c, e in enumerate(panel_epochs, start=1):
+            fig.add_trace(go.Heatmap(z=a[_snap(ep, e)][::-1], y=np.arange(f)[::-1], colorscale="magma",
+                                     zmin=zmin, zmax=zmax, showscale=c == cols, colorbar=bar if c == cols else None,
+                                     name=f"{name}, epoch {e}",
+                                     hovertemplate="output %{y}, input %{x}: %{z:.3g}<extra>%{fullData.name}</extra>"),
+                          row=r, col=c)
+            fig.update_yaxes(autorange="reversed", title_text=f"{name}<br>output feature" if c == 1 else None,
+                             row=r, col=c)
+            fig.update_xaxes(title_text="input feature" if r == rows else None, row=r, col=c)
+    for ann in fig.layout.annotations:  # the subplot titles: a little smaller than the figure's
+        ann.font = {"size": PLOTLY_STYLE["font"]["size"]}
+    margin = {"t": 90, "l": 100, "r": 110, "b": 70}
+    fig.update_layout(title={"text": f"{label}: W_U·W_E (top) and ReLU(W_U·W_E) (bottom)"}, margin=margin,
+                      width=plot_w + margin["l"] + margin["r"], height=plot_h + margin["t"] + margin["b"])
     return fig
 
 
 def slider_html(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, frames: int, label: str) -> Any:
     """Four panels (W_E and W_U feature points, W_U·W_E and ReLU of it) driven by one epoch slider."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     idx = frame_indices(len(ep), frames)
     pe, pu = np.transpose(w_e, (0, 2, 1)), w_u
     m = np.matmul(w_u, w_e).astype(np.float32)
@@ -270,7 +293,7 @@ def render(ctx: Context, unit: str) -> Output:
                                    "training." +
                                    (" Tied: W_U = W_Eᵀ, so both rows agree." if tied else ""),
                            seed_figure="plot_weights_interactive (static frames)", sources=src))
-        figs.append(Figure(f"{tag}_heatmaps", mpl=heatmap_panels(w_e, w_u, ep, rp.panel_epochs, label),
+        figs.append(Figure(f"{tag}_heatmaps", plotly=heatmap_panels(w_e, w_u, ep, rp.panel_epochs, label),
                            caption=f"{pre}{label}: W_U·W_E (top) and ReLU(W_U·W_E) (bottom) at chosen epochs; magma, "
                                    "colour range fixed over all snapshots.",
                            seed_figure="visualize_matrices_with_slider (static frames)", sources=src))

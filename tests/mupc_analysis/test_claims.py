@@ -220,6 +220,37 @@ def test_sp_ratio_claim_ignores_only_widths_below_four():
     assert _row("sp_ratio_explodes_with_depth", _sp_grid(rows))["status"] == "fails"  # nothing left to check
 
 
+# ----------------------------------------------------------------------------- ℒ/F* during training under μPC
+
+# ℒ/F* under μPC on the paper's theory grid (seed 4320, lr 0.1, 937 iterations), measured: (t = 0, last iteration)
+MUPC_RATIO = {(1, 1): (2.70, 1.02), (1, 8): (9.36, 1.10), (1, 64): (5.57, 1.17), (4, 1): (1.42, 1.01),
+              (4, 8): (7.02, 1.29), (4, 64): (17.3, 1.53), (16, 1): (1.08, 1.01), (16, 8): (1.91, 248.0),
+              (16, 64): (7.57, 1.14e4), (64, 1): (1.02, 1.00), (64, 8): (1.19, 175.0), (64, 64): (2.43, 4690.0)}
+
+
+def _mupc_grid(cells: dict[tuple[int, int], tuple[float, float]]) -> dict:
+    return {"profile": "paper", "theory_grid": {
+        "ratio_t0/mupc": {f"N{n}_H{h}": v[0] for (n, h), v in cells.items()},
+        "ratio_final/mupc": {f"N{n}_H{h}": v[1] for (n, h), v in cells.items()}}}
+
+
+def test_mupc_ratio_grows_in_training_where_wide_and_deep_on_the_paper_grid():
+    row = _row("mupc_ratio_grows_in_training_when_wide_and_deep", _mupc_grid(MUPC_RATIO))
+    assert row["status"] == "holds"
+    assert set(row["measured"]) == {"N16_H8", "N16_H64", "N64_H8", "N64_H64"}  # narrow or shallow nets: not read
+
+
+@pytest.mark.parametrize(("cell", "final"), [((64, 8), 11.0), ((16, 64), 7.0)])
+def test_mupc_ratio_claim_fails_where_a_wide_deep_net_grows_under_ten_fold(cell, final):
+    cells = {**MUPC_RATIO, cell: (MUPC_RATIO[cell][0], final)}
+    assert _row("mupc_ratio_grows_in_training_when_wide_and_deep", _mupc_grid(cells))["status"] == "fails"
+
+
+def test_mupc_ratio_claim_fails_on_a_grid_without_wide_deep_nets():
+    smoke = {k: v for k, v in MUPC_RATIO.items() if k[0] <= 4 and k[1] <= 4}
+    assert _row("mupc_ratio_grows_in_training_when_wide_and_deep", _mupc_grid(smoke))["status"] == "fails"
+
+
 # ----------------------------------------------------------------------------- autodiff, κ with width/depth
 
 
@@ -302,16 +333,22 @@ def test_the_loss_over_energy_sanity_claim_reads_the_trained_grid():
 
 
 def untrained(metrics: dict) -> dict:
-    """The metrics of the untrained state: no BP step, every spectral-norm drift 0."""
+    """The metrics of the untrained state: no BP step, every spectral-norm drift 0; no Adam step on the theory
+    grid, so ℒ/F* after training is its value at t = 0."""
     out = copy.deepcopy(metrics)
     for key in out.get("fwd_pass", {}):
         if key.startswith("spectral_drift"):
             out["fwd_pass"][key] = dict.fromkeys(out["fwd_pass"][key], 0.0)
+    grid = out.get("theory_grid", {})
+    for key in list(grid):
+        if key.startswith("ratio_final/"):
+            grid[key] = dict(grid[key.replace("ratio_final/", "ratio_t0/")])
     return out
 
 
-# the findings about training (ratio_final is read by a sanity claim only, ℒ/F* ≥ 1)
-TRAINING_FINDINGS = ("depth_mup_weights_stable_in_training", "adam_moves_orthogonal_weights_more")
+# the findings about training
+TRAINING_FINDINGS = ("depth_mup_weights_stable_in_training", "adam_moves_orthogonal_weights_more",
+                     "mupc_ratio_grows_in_training_when_wide_and_deep")
 
 
 def test_the_training_findings_are_the_ones_that_read_training():
@@ -324,7 +361,7 @@ def test_the_training_findings_are_the_ones_that_read_training():
 @pytest.mark.parametrize("cid", TRAINING_FINDINGS)
 def test_no_training_finding_holds_before_training(cid):
     """Each holds on trained metrics shaped like smoke's and fails on the same metrics untrained."""
-    trained = {"profile": "paper", "fwd_pass": copy.deepcopy(FWD)}
+    trained = {"profile": "paper", "fwd_pass": copy.deepcopy(FWD), **_mupc_grid(MUPC_RATIO)}
     assert _row(cid, trained)["status"] == "holds"
     assert _row(cid, untrained(trained))["status"] == "fails"
 

@@ -39,6 +39,7 @@ from pipeline.studies.imprint.config import ImprintParams
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training.claims import CLAIMS as MUPC
 from pipeline.studies.mupc.training.claims import fam
+from pipeline.studies.mupc.training.families import FAMILIES as TRAINING_FAMILIES
 from pipeline.studies.superposition import extract as sp_extract
 from pipeline.studies.superposition.claims import CLAIMS as SUPERPOSITION
 from pipeline.studies.superposition.config import Superposition
@@ -51,7 +52,7 @@ from pipeline.studies.zero_init.train import run_params
 from tests.conftest import ROOT
 from tests.mupc_training.test_verdicts import published
 
-FAMILIES = tuple(f"F{k}" for k in range(7, 26))
+FAMILIES = tuple(TRAINING_FAMILIES)  # F7–F25 and the project's F28
 
 
 def findings(claims_: tuple[Claim, ...]) -> list[Claim]:

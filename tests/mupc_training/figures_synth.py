@@ -52,6 +52,8 @@ def grids() -> dict[str, list[RunConfig]]:
                     epochs=2, **mu) for s in (0, 1)]
     g["S12"] = [_pc(H=H, T=H, act=a, skips=True, act_lr=0.1, param_lr=0.01, seed=s)
                 for a in ACTS for H in (2, 4, 8) for s in (0, 1)]
+    g["S13"] = [_pc(H=8, T=8, act=a, skips=True, act_lr=al, param_lr=pl, seed=0)  # (0.1, 1): no evaluation
+                for a in ACTS for al in (1.0, 0.1) for pl in (0.1, 0.01)]
     bp = dict(kind="bp", param="depth_mup", init="standard_gauss", skips=True, T=0, act_lr=0.0)
     g["B1"] = ([_pc(H=2, act=a, param_lr=lr, seed=s, **bp) for a in ACTS for lr in (0.01, 0.001) for s in (0, 1)]
                + [_pc(dataset=ds, H=2, act="relu", epochs=2, param_lr=lr, seed=s, **bp)

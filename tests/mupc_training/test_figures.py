@@ -114,7 +114,7 @@ def test_family_draws_its_figures(family, synth):
         assert fig.layout.title.text and fig.layout.width and fig.layout.height
         for anchor, traces in panels(fig).items():
             assert axis(fig, anchor).title.text and axis(fig, "y" + anchor[1:], "y").title.text, (f.id, anchor)
-            if family in ("F23", "F24", "F25"):  # contours: each panel has one with finite cells
+            if family in ("F23", "F24", "F25", "F28"):  # contours: each panel has one with finite cells
                 (z,) = [np.asarray(t.z, dtype=float) for t in traces if t.type in ("contour", "heatmap")]
                 assert np.isfinite(z).any(), (f.id, anchor)
             else:  # curves: every panel draws at least one series with finite values
@@ -416,6 +416,46 @@ def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeyp
     study = registry.load(SECTION)
     for kind in ("extract", "render"):
         assert "F99" in study.family(kind).units(registry.config(study, load_params()))
+
+
+def test_f28_draws_standard_pc_over_the_lr_grid(synth):
+    """F28, the project's addition: one panel per activation (at the sweep's one H), a Greens contour of log10 of
+    the verdict final accuracy over (activity lr, weight lr) on log axes, F25's helpers; its seed figure names
+    none and its caption and grey note say it is the project's. The extract's cells are each seed's final
+    accuracy (a run without evaluations is chance) and their best."""
+    _, g = synth
+    figs, head = draw("F28", synth)
+    (f,) = figs
+    assert f.id == "F28_pc_any_lr_mnist" and f.seed_figure.startswith("none") and f.sources == [("train", "S13")]
+    assert f.caption.startswith("Project addition (no notebook figure)")
+    fig = f.plotly
+    assert fig.layout.annotations[-1].text.startswith("trainscape: the project's addition")
+    acts = ["linear", "relu", "tanh"]
+    assert subplot_titles(fig) == [f"{a}, H=8" for a in acts]
+    conts = [t for t in fig.data if t.type == "contour"]
+    assert len(conts) == len(panels(fig)) == 3
+    for act, t in zip(acts, conts, strict=True):
+        assert t.colorscale == go.Contour(colorscale="Greens").colorscale and t.contours.coloring == "heatmap"
+        assert t.colorbar.title.text == "Test accuracy (%)"
+        assert (t.zauto, t.zmin, t.zmax) == (False, 0.0, 2.0)  # one colour range, 1–100 %, for every panel
+        assert list(t.colorbar.ticktext) == ["1", "10", "20", "50", "100"]
+        x, y = axis(fig, t.xaxis), axis(fig, t.yaxis, "y")
+        assert (x.type, y.type) == ("log", "log") and (x.title.text, y.title.text) == ("Activity lr", "Weight lr")
+        assert list(t.x) == [0.1, 1.0] and list(t.y) == [0.01, 0.1]
+        want = {}
+        for rc in (r for r in g["S13"] if r.act == act):
+            want[f"p={rc.param_lr:g}/a={rc.act_lr:g}"] = ag.seed_final(arrays_for(rc)[0]["test_accs"])
+        cells = head["final_acc_per_lr"][f"mnist/{act}/H=8"]
+        assert cells == pytest.approx(want) and cells["p=0.1/a=1"] == 10.0  # diverged before its first test
+        z = 10 ** np.asarray(t.z, dtype=float)  # [param lr asc, act lr asc]
+        assert z == pytest.approx(np.array([[want["p=0.01/a=0.1"], want["p=0.01/a=1"]],
+                                            [want["p=0.1/a=0.1"], want["p=0.1/a=1"]]]))
+        assert head["best_final_acc"][f"mnist/{act}/H=8"] == pytest.approx(max(want.values()))
+        best = head["best_lrs"][f"mnist/{act}/H=8"]
+        assert cells[f"p={best['param_lr']:g}/a={best['act_lr']:g}"] == max(cells.values())
+    stars = [t for t in fig.data if t.type == "scatter" and t.marker.symbol == "star"]
+    assert [(s.x[0], s.y[0]) for s in stars] == [(head["best_lrs"][f"mnist/{a}/H=8"]["act_lr"],
+                                                  head["best_lrs"][f"mnist/{a}/H=8"]["param_lr"]) for a in acts]
 
 
 # ----------------------------------------------------------------------------- the notebook's drawing, by content

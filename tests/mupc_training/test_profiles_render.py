@@ -1,5 +1,5 @@
 """Every profile extracts and renders every family: the gpu_medium and paper sections resolved from the
-repository's params, their sweeps expanded exactly as the train units list them, and F7–F25 measured and
+repository's params, their sweeps expanded exactly as the train units list them, and F7–F25, F28 measured and
 drawn from synthetic runs
 of those grids (a few evaluations per run, so only the grids' shape is at stake: which depths, epochs,
 seeds and learning rates the families pair up across sweeps)."""

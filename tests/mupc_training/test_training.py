@@ -82,11 +82,23 @@ def test_paper_grids_match_spec_counts():
     assert n["S6"] == 1980 and n["S7"] == 1980 and n["S8"] == 396 and n["S9"] == 27
     # S12: the 30 cells of table 5.3 and the 15 deep ones the notebook drew as chance, trained
     assert n["S10"] == 5 and n["S11"] == 3 and n["S12"] == 45 and n["B1"] == 135 and n["B2"] == 15
+    # S13: standard PC at H = 128 over 4 param lrs × 4 activity lrs, one seed, per act
+    s13 = expand(cfg, "S13")
+    assert n["S13"] == 48 and {(rc.H, rc.T, rc.N, rc.param, rc.skips, rc.seed) for rc in s13} == {
+        (128, 128, 512, "sp", True, 0)}
     s6 = expand(cfg, "S6")
     assert {rc.T for rc in s6 if rc.H == 64} == {64}  # T = "H"
     s4 = expand(cfg, "S4")
     assert max(rc.H for rc in s4 if rc.act == "relu") == 32 and max(rc.H for rc in s4 if rc.act == "tanh") == 128
     assert all(rc.kind == "bp" and rc.skips for rc in expand(cfg, "B1"))
+
+
+def test_s13_per_profile():
+    """S13 (the lr grid of standard PC at the deepest depth): smoke 2 × 2 lrs at H = 8, gpu_medium 3 × 3 at H = 128."""
+    smoke, medium = (expand(training_cfg(profile=p), "S13") for p in ("smoke", "gpu_medium"))
+    assert len(smoke) == 12 and {(rc.N, rc.H, rc.T) for rc in smoke} == {(16, 8, 8)}
+    assert len(medium) == 27 and {rc.H for rc in medium} == {128}
+    assert {rc.act for rc in smoke} == {rc.act for rc in medium} == {"linear", "tanh", "relu"}
 
 
 def test_stack_groups_share_shapes():

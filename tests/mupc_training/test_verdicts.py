@@ -253,3 +253,79 @@ def test_one_empty_seed_leaves_the_width_and_depth_cells_measured(family, key):
     assert cells and all(v is not None for v in cells.values()), cells
     for name, v in cells.items():  # seeds 0 and 2 end at their curve's top (90 or 60), seed 1 at chance (10)
         assert v == pytest.approx((2 * 90 + 10) / 3) or v == pytest.approx((2 * 60 + 10) / 3), (name, v)
+
+
+# ----------------------------------------------------------------------------- 5. no lr trains deep standard PC (F28)
+
+
+def deep_sp(top: dict[tuple[str, float, float], float] | None = None, mupc_chance: bool = False) -> Arrays:
+    """:func:`paperlike`, with S13's standard PC (N = 512, skips, H = 128) never training: a run with activity lr
+    ≥ 0.1 diverges before its first test (no evaluation), the others stop as not learning at their first one
+    (10.3 %); ``top`` maps (act, param lr, act lr) to the final accuracy that run reaches instead;
+    ``mupc_chance``: μPC stays at chance too."""
+    top = top or {}
+
+    def arrays(rc: RunConfig) -> dict[str, np.ndarray]:
+        out = paperlike(rc)
+        if rc.param == "mupc" and mupc_chance:
+            out["test_accs"] = np.full(n_evals(rc), 10.0)
+        if rc.param != "sp" or rc.H != 128:
+            return out
+        cell = next((v for (a, p, al), v in top.items()
+                     if a == rc.act and math.isclose(p, rc.param_lr) and math.isclose(al, rc.act_lr)), None)
+        if cell is not None:
+            return {"batch_train_losses": np.full(4, 0.2), "test_accs": curve(cell, n_evals(rc)),
+                    "test_losses": np.full(n_evals(rc), 0.1)}
+        if rc.act_lr >= 0.1:
+            return {"batch_train_losses": np.array([0.5, np.nan]), "test_accs": np.zeros(0), "test_losses": np.zeros(0)}
+        return {"batch_train_losses": np.array([0.5, 0.45]), "test_accs": np.array([10.3]),
+                "test_losses": np.array([0.45])}
+
+    return arrays
+
+
+ANY_LR = "pc_fails_at_128_layers_for_any_lr"
+
+
+def any_lr_row(profile: str, arrays: Arrays) -> dict:
+    m = published(profile, ("F16", "F28"), arrays)
+    claim = next(c for c in CLAIMS if c.id == ANY_LR)
+    return claims.evaluate(claim, SECTION, profile, m.get) | {"metrics": m}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_no_lr_trains_standard_pc_at_128_layers(profile):
+    """Every S13 run diverging before its first test (chance) or stopping at ≈ 10 %: the claim holds, each lr pair
+    of the grid published per activation; one linear or ReLU lr pair reaching 60 % breaks it."""
+    pairs = {(rc.param_lr, rc.act_lr) for rc in expand(resolved(profile), "S13")}
+    row = any_lr_row(profile, deep_sp())
+    cells = row["metrics"][fam("F28")]["final_acc_per_lr"]
+    assert set(cells) == {f"mnist/{a}/H=128" for a in ("linear", "tanh", "relu")}
+    assert all(len(c) == len(pairs) > 4 for c in cells.values())
+    assert cells["mnist/relu/H=128"]["p=0.1/a=1"] == 10.0  # diverged before its first test: chance
+    assert cells["mnist/relu/H=128"]["p=0.001/a=0.01"] == pytest.approx(10.3)
+    assert row["status"] == "holds" and row["expected"] and row["measured"]["above"] == {}
+    for act in ("linear", "relu"):
+        row = any_lr_row(profile, deep_sp({(act, 0.001, 0.01): 60.0}))
+        assert row["status"] == "fails", act
+        assert row["measured"]["above"] == {f"mnist/{act}/H=128/p=0.001/a=0.01": 60.0}
+        assert row["measured"]["best"][f"mnist/{act}/H=128"] == {"lrs": "p=0.001/a=0.01", "acc": 60.0}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_tanh_is_measured_but_not_held_and_mupc_must_train(profile):
+    """Tanh, which the notebook trains to H = 128, is published and reported but not held; with μPC at chance at
+    the same depth (nothing trains) the claim fails."""
+    row = any_lr_row(profile, deep_sp({("tanh", 0.001, 0.01): 60.0}))
+    assert row["status"] == "holds" and row["measured"]["best"]["mnist/tanh/H=128"]["acc"] == 60.0
+    row = any_lr_row(profile, deep_sp(mupc_chance=True))
+    assert row["status"] == "fails" and row["measured"]["above"] == {}
+    assert row["measured"]["mupc"] == {"mnist/H=128/5_epochs": 10.0}
+
+
+def test_smoke_shaped_s13_trains_so_the_claim_is_exempt_there():
+    """Smoke trains S13 at H = 8 (N = 16), where standard PC trains (the smoke run: linear at (param 0.01, act
+    0.01) ends at 28 %): on smoke-shaped runs that train, the claim fails, as its smoke exemption says."""
+    row = any_lr_row("smoke", paperlike)
+    assert row["measured"]["H"] == 8 and row["measured"]["above"]
+    assert row["status"] == "fails" and not row["expected"] and row["reason"]

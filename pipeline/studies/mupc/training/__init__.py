@@ -1,9 +1,9 @@
 """mupc_training: the μPC training sweeps (spec §5) and the figures drawn from them (spec §6).
 
-train@<sweep>    S1–S12 (PC), B1–B2 (BP): every run of the sweep, resumable run by run
-extract@F<k>     F7–F25's headline numbers (metrics.py), from exactly the sweeps the family reads ->
+train@<sweep>    S1–S13 (PC), B1–B2 (BP): every run of the sweep, resumable run by run
+extract@F<k>     F7–F25's and F28's headline numbers (metrics.py), from exactly the sweeps the family reads ->
                  headline.json and reports/metrics/mupc_training_extract@F<k>.json (what the claims read)
-render@F<k>      F7–F25 (one entry each in families.py): draws the same sweeps at the lrs its extract selected
+render@F<k>      F7–F25, F28 (one entry each in families.py): draws the same sweeps at the lrs its extract selected
 """
 
 from pipeline.contract import Family, Study

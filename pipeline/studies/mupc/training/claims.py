@@ -1,7 +1,8 @@
-"""mupc_training's claims (F7–F25; paper Figs. 1, 3, 5 and spec §8.3): standard PC loses accuracy
-and conditioning with depth and activity decay does not rescue it, μPC trains at every depth and
-width where PC stays at chance, and μPC's best learning rates transfer across width and depth and
-from MNIST to Fashion-MNIST, whose optimum the lr grid brackets.
+"""mupc_training's claims (F7–F25 and F28; paper Figs. 1, 3, 5 and spec §8.3): standard PC loses accuracy
+and conditioning with depth and activity decay does not rescue it, no learning rate trains it at the
+deepest depth, μPC trains at every depth and width where PC stays at chance, and μPC's best learning
+rates transfer across width and depth and from MNIST to Fashion-MNIST, whose optimum the lr grid
+brackets.
 
 The accuracies read are means over seeds of the selected learning rates, never single runs: PC
 inference with Adam from the feed-forward start is ill-conditioned (hidden errors are exactly
@@ -20,7 +21,9 @@ from typing import Any
 
 from pipeline.checks import (
     at_least,
+    at_most,
     cellwise,
+    coordinates,
     each,
     exceeds,
     number,
@@ -38,6 +41,8 @@ TRAINS = 20.0
 # best lrs. Each finding asks for that level less 10 points (the reading's uncertainty and seed spread).
 MNIST_LEVEL, FMNIST_LEVEL = 80.0, 75.0
 LEVELS = {"mnist": MNIST_LEVEL, "fashion_mnist": FMNIST_LEVEL}
+SHALLOW_PC = ("smoke's S13 trains at H = 8 (N = 16), where standard PC trains: linear at (param lr 0.01, act lr "
+              "0.01) ends at 28 %; the paper's failure is at 128 layers")
 SMOKE_LEVEL = ("smoke trains 32 iterations of width-16 nets on 2,048 images: its accuracies (21–70 %) are far "
                "below the paper's levels after full epochs")
 
@@ -271,6 +276,35 @@ def bp_gap_trained(cell: Any, *, most: float, level: float) -> tuple[bool, Any]:
     return ok and None not in accs and min(accs) >= level, {"gap": gap, "min_acc": None if None in accs else min(accs)}
 
 
+def no_lr_trains_deepest(per_lr: Any, mupc_final: Any, *, acts: tuple[str, ...], most: float,
+                         level: float) -> tuple[bool, Any]:
+    """F28: at the deepest H of the lr grid (``final_acc_per_lr``, keys ``<ds>/<act>/H=<h>``, each a mapping
+    ``p=<param lr>/a=<act lr>`` -> final accuracy), every lr pair of every activation in ``acts`` ends at most
+    ``most``, and μPC at that H (F16's ``final_acc``, keys ``<ds>/H=<h>/…``) reaches ``level``: a pipeline in
+    which nothing trains leaves every PC cell at chance as well. Measured: the depth, per cell its best lr pair
+    and accuracy (the activations not held included), the held lr pairs above ``most`` and μPC's accuracy."""
+    if not isinstance(per_lr, Mapping) or not isinstance(mupc_final, Mapping):
+        return False, None
+    depth = {k: coordinates(str(k)).get("H") for k in per_lr}
+    hs = [h for h in depth.values() if isinstance(h, float)]
+    if not hs:
+        return False, None
+    h = max(hs)
+    deep = {k: v for k, v in per_lr.items() if depth[k] == h and isinstance(v, Mapping) and v}
+    held = {k: v for k, v in deep.items() if str(k).split("/")[1] in acts}
+    pc_ok, per_cell = each(held, check=partial(each, check=partial(at_most, threshold=most)))
+    pc_ok &= {str(k).split("/")[1] for k in held} == set(acts)
+    mu = {k: v for k, v in mupc_final.items() if coordinates(str(k)).get("H") == h}
+    mu_ok, mu_acc = each(mu, check=partial(at_least, threshold=level))
+    best = {}
+    for key, cells in sorted(deep.items()):
+        finite = {lr: number(v) for lr, v in cells.items() if number(v) is not None}
+        top = max(finite, key=finite.get) if finite else None
+        best[key] = {"lrs": top, "acc": finite.get(top) if top else None}
+    above = {f"{k}/{lr}": v for k, m in per_cell.items() for lr, v in (m or {}).items() if v is None or v > most}
+    return pc_ok and mu_ok, {"H": int(h), "best": best, "above": above, "mupc": mu_acc}
+
+
 PC_MEASURED_F18, PC_MEASURED_F20 = (fam("F18"), "pc_measured"), (fam("F20"), "pc_measured")
 FALLS = partial(trend, axis="H", direction="down")
 NEIGHBOURING_OPTIMA = partial(transfers, steps=1)
@@ -363,6 +397,18 @@ CLAIMS = (
           ((fam("F19"), "final_acc"),), partial(each, check=partial(bp_gap_trained, most=10.0, level=TRAINS)),
           figures=("F19",),
           fails_on={"smoke": TINY}, kind=FINDING),
+    Claim("pc_fails_at_128_layers_for_any_lr",
+          "F28 (paper Fig. 1 and its caption: standard PC cannot train 128-layer nets; the notebook: 'PC runs "
+          "diverge … for any lrs')",
+          "No learning rate trains standard PC at the deepest depth, while μPC trains there: at the deepest H of "
+          "S13 (paper: 128 layers, N = 512, skips, MNIST, 1 epoch), for linear and ReLU and every (param lr, "
+          "activity lr) of the grid, standard PC's final accuracy stays at most 20 % (10 points above chance; a "
+          "run that diverges before its first test counts as chance), and μPC at the same depth (F16) reaches at "
+          "least 20 % (a pipeline in which nothing trains would leave PC at chance as well). Tanh, which the "
+          "notebook trains to H = 128 (table 5.3), is measured and drawn but not held.",
+          ((fam("F28"), "final_acc_per_lr"), (fam("F16"), "final_acc")),
+          partial(no_lr_trains_deepest, acts=("linear", "relu"), most=TRAINS, level=TRAINS),
+          figures=("F28", "F16"), fails_on={"smoke": SHALLOW_PC}, kind=FINDING),
     Claim("sp_linear_fails_with_depth", "F20 (best_test_accs_depth_SP)",
           "Standard PC with skips, linear, every cell trained: accuracy is lower at the largest depth than at "
           "the smallest.",

@@ -1,10 +1,11 @@
 """Schema of the ``mupc_training`` section (``params/mupc_training.yaml``), resolved for the active profile.
 
-The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, and the figures F7–F25 drawn from them
-(spec §6, with the notebook's best-learning-rate tables of §5.3 and the chance cells of §5.4)::
+The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, the project's S13 (standard PC at the deepest
+depth over an lr grid), and the figures F7–F25 (and the project's F28) drawn from them (spec §6, with the
+notebook's best-learning-rate tables of §5.3 and the chance cells of §5.4)::
 
     mupc_training:
-      sweep_ids: [S1, ..., S12, B1, B2]       # train units (one resumable stage per sweep)
+      sweep_ids: [S1, ..., S13, B1, B2]       # train units (one resumable stage per sweep)
       threads: 1                              # torch CPU threads per stage (ignored on CUDA)
       data: {n_train: null, n_test: null}     # first n images of each split; null = the full split
       dtype: float32                          # sweeps without a dtype of their own
@@ -20,7 +21,7 @@ The training sweeps S1–S12 (PC) and B1–B2 (BP), spec §5.2/§7, and the figu
             - {datasets: [mnist], N: [128], H: [8, 16, 32], acts: [linear], skips: [false],
                init: standard, param: sp, T: [500], act_optim: gd, act_lrs: [0.5],
                param_lrs: [0.001], activity_decays: [0], epochs: 1, test_every: 100, seeds: [0, 1, 2]}
-      figures:                                # the choices of the render units F7…F25 (families.py)
+      figures:                                # the choices of the render units F7…F28 (families.py)
         restrict: {F18: {acts: [relu]}}       # optional: the datasets / acts a family draws
       profiles: {smoke: {...}, gpu_medium: {...}, paper: {...}}   # overrides of the values above
 
@@ -38,7 +39,7 @@ from typing import Literal
 from pipeline.config import ConfigError, bounded, check, params_file
 from pipeline.studies.mupc.training.families import FAMILIES
 
-SWEEP_IDS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "B1", "B2")
+SWEEP_IDS = ("S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10", "S11", "S12", "S13", "B1", "B2")
 ACTS = ("linear", "tanh", "relu")
 DATASETS = ("mnist", "fashion_mnist")
 

@@ -1,4 +1,5 @@
-"""The figure families F7–F25 (spec §6), one entry each: what an extract unit and its render unit are.
+"""The figure families F7–F25 (spec §6) and the project's F28, one entry each: what an extract unit and its
+render unit are.
 
 Everything about a family follows from its entry: its extract and render units (``extract@F<k>`` computes
 its numbers, ``render@F<k>`` draws them), the sweeps it reads (their DVC deps, given to its functions by
@@ -61,4 +62,6 @@ FAMILIES: dict[str, FigureFamily] = {
     "F24": _family("transfer_contours", {"sweep": "S6"}, {"over": "H"}, MUPC,  # transfer across depth
                    derived=("transfer_depth", "transfer")),
     "F25": _family("transfer_contours", {"sweep": "S8"}, {"over": None}, MUPC),  # F-MNIST loss and acc contours
+    # the project's addition (no notebook figure): standard PC's final accuracy over the lr grid at the deepest H
+    "F28": _family("pc_any_lr", {"sweep": "S13"}, options=()),
 }

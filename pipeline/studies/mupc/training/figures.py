@@ -1,5 +1,5 @@
-"""render@F<k>: the training figures F7–F25 (spec §6), plotly as the seed notebook draws them, one function per
-family; drawing only.
+"""render@F<k>: the training figures F7–F25 (spec §6), plotly as the seed notebook draws them, and the project's F28
+(no notebook figure), one function per family; drawing only.
 
 Each renderer takes its grid from the runs of the sweeps it reads (the index of each sweep's train
 unit), the learning rates its family's extract selected (``extract@F<k>``'s ``headline.json``) and its
@@ -41,6 +41,7 @@ from pipeline.studies.mupc.training.grid import (
     decay_matrix,
     expected_len,
     kappa_series,
+    lr_finals,
     lr_groups,
     mupc_choice,
     per_dataset,
@@ -570,6 +571,66 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
         cap = (f"{DS_NAME[ds]}, μPC: {'min train loss' if over else 'min train loss and max test accuracy'} "
                f"over (activity lr, weight lr), log axes; star = optimum. {note}.")
         figs.append(finish(env, p, f"{fid}{suffix(clean)}", cap, seed, [sweep]))
+    return figs
+
+
+#: F28 is the project's addition: the notebook draws no lr grid of standard PC at its deepest depth
+PROJECT_FIGURE = "none (the project's addition: no notebook figure)"
+
+
+ACC_TICKS = (1, 10, 20, 50, 100)  # % accuracy on F28's shared colour bar
+
+
+def shared_accuracy_scale(fig: go.Figure) -> None:
+    """One colour range, log10 of 1–100 % (lower where a cell is), for every contour panel of ``fig``, its colour
+    bars ticked in plain percentages, so panels of different activations compare by colour."""
+    traces = [t for t in fig.data if t.type in ("contour", "heatmap")]
+    finite = [float(v) for t in traces for v in np.ravel(np.asarray(t.z, dtype=float)) if np.isfinite(v)]
+    lo = min([0.0, *finite])
+    ticks = [float(np.log10(v)) for v in ACC_TICKS if np.log10(v) >= lo]
+    for t in traces:
+        t.update(zauto=False, zmin=lo, zmax=2.0,
+                 colorbar={"tickvals": ticks, "ticktext": [f"{10 ** v:g}" for v in ticks]})
+
+
+def pc_any_lr(env: Env, sweep: str) -> list[Figure]:
+    """F28 (the project's addition): standard PC's final accuracy (verdict aggregation: a run without evaluations
+    is chance) over (activity lr, weight lr) per act (columns) and H (rows), one figure per dataset, drawn as the
+    accuracy contours of F25 (Greens, log10 values, log axes; star = the best cell) with their helpers, on one
+    colour range for every panel."""
+    runs = sweep_runs(env, sweep)
+    figs = []
+    for ds in values(runs, "dataset"):
+        dr = pick(runs, dataset=ds)
+        acts, hs = values(dr, "act"), values(dr, "H")
+        p = Panels(len(hs), len(acts), [f"{act}, H={H}" for H in hs for act in acts], (500, 400),
+                   title(ds, "standard PC, final test accuracy over the lr grid", False), hspace=0.16,
+                   vspace=0.3 / len(hs))
+        p.fig.update_layout(plot_bgcolor="white")
+        for i, H in enumerate(hs):
+            for j, act in enumerate(acts):
+                cell = pick(dr, act=act, H=H)
+                if not cell:
+                    p.hide(i + 1, j + 1)
+                    continue
+                p_lrs, a_lrs, z = lr_finals(env, sweep, cell)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    draw_contour(p, i + 1, j + 1, p_lrs, a_lrs, np.log10(z), "Greens", ACC, "max")
+                p.axes(i + 1, j + 1, "Activity lr", "Weight lr")
+        shared_accuracy_scale(p.fig)
+        epochs = ",".join(str(e) for e in values(dr, "epochs"))
+        p.note("trainscape: the project's addition (no notebook figure). Each cell is one (activity lr, weight lr) "
+               "pair's final test accuracy, mean over seeds; a run that diverged before its first test counts as "
+               f"chance ({env.chance:g} %). One colour range (1–100 %) for every panel; the star marks the best "
+               "cell.")
+        figs.append(finish(env, p, f"F28_pc_any_lr_{ds}",
+                           f"Project addition (no notebook figure): {DS_NAME[ds]}, standard PC (SP, skips, "
+                           f"N={cell_width(dr)}) at H={cell_h(dr)}, {epochs} epoch(s): final test accuracy (mean "
+                           "over seeds; a run that diverged before its first test counts as chance, "
+                           f"{env.chance:g} %) over (activity lr, weight lr), log axes and log10 colour scale; star = "
+                           "the best cell. It checks the paper's 'standard PC cannot train 128-layer nets for any "
+                           "lr'.",
+                           PROJECT_FIGURE, [sweep]))
     return figs
 
 

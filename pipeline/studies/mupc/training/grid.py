@@ -332,6 +332,22 @@ def contour_arrays(env: Env, sweep: str, runs: list[RunConfig], clean: bool
 
 
 
+def lr_finals(env: Env, sweep: str, runs: list[RunConfig]) -> tuple[list[float], list[float], np.ndarray]:
+    """F28: the final accuracy of every (param lr, activity lr) of ``runs`` (one cell: a dataset, act and H) as
+    the verdicts aggregate it (:func:`verdict_acc`: a run without evaluations counts as chance), an array
+    [param lr desc, act lr desc] with NaN where the grid holds no run; the extract and the render read the
+    same array."""
+    p_lrs = values(runs, "param_lr", descending=True)
+    a_lrs = values(runs, "act_lr", descending=True)
+    z = np.full((len(p_lrs), len(a_lrs)), np.nan)
+    for i, p in enumerate(p_lrs):
+        for j, a in enumerate(a_lrs):
+            v = verdict_acc(env, sweep, pick(runs, param_lr=p, act_lr=a))
+            if v is not None:
+                z[i, j] = v
+    return p_lrs, a_lrs, z
+
+
 def contour_optimum(p_lrs: Sequence[float], a_lrs: Sequence[float], z: np.ndarray, best: str
                     ) -> tuple[float, float, float] | None:
     """The optimum of a contour panel ``z`` [param lr desc, act lr desc] as the render marks it (the first

@@ -32,6 +32,7 @@ from pipeline.studies.mupc.training.grid import (
     decimal,
     kappa_ends,
     kappa_series,
+    lr_finals,
     lr_groups,
     measured_flag,
     mupc_choice,
@@ -270,6 +271,32 @@ def activity_decay(env: Env, sweep: str) -> None:
         m, _ = ag.decay_stats(decay_matrix(env, sweep, runs, a_lr, decays, seeds))
         head[f"act_lr={fmt_num(a_lr)}"] = {fmt_num(d): float(v) for d, v in zip(decays, m)}
         grid.update({f"act_lr={decimal(a_lr)}/decay={decimal(d)}": float(v) for d, v in zip(decays, m)})
+
+
+def pc_any_lr(env: Env, sweep: str) -> None:
+    """F28 (the project's addition): per (dataset, act, H) the final accuracy of standard PC at every (param lr,
+    activity lr) of the grid, ``final_acc_per_lr[<ds>/<act>/H=<h>][p=<param lr>/a=<act lr>]``, as the verdicts
+    aggregate it (:func:`~pipeline.studies.mupc.training.grid.verdict_acc`: a run that diverges before its first
+    test counts as chance, each seed keeps its own final value), and the best of them, ``best_final_acc``, with
+    its lrs under ``best_lrs`` (the cell the figure stars: of equal cells, the smallest lrs)."""
+    runs = sweep_runs(env, sweep)
+    per_lr = env.headline.setdefault("final_acc_per_lr", {})
+    best = env.headline.setdefault("best_final_acc", {})
+    best_lrs = env.headline.setdefault("best_lrs", {})
+    for ds in values(runs, "dataset"):
+        dr = pick(runs, dataset=ds)
+        for act in values(dr, "act"):
+            for H in values(pick(dr, act=act), "H"):
+                key = f"{ds}/{act}/H={H}"
+                p_lrs, a_lrs, z = lr_finals(env, sweep, pick(dr, act=act, H=H))
+                per_lr[key] = {f"p={decimal(p)}/a={decimal(a)}": float(z[i, j]) for i, p in enumerate(p_lrs)
+                               for j, a in enumerate(a_lrs) if np.isfinite(z[i, j])}
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    opt = contour_optimum(p_lrs, a_lrs, np.log10(z), "max")  # the cell the figure stars
+                if opt is not None:
+                    a_best, p_best, _ = opt
+                    best[key] = per_lr[key][f"p={decimal(p_best)}/a={decimal(a_best)}"]
+                    best_lrs[key] = {"param_lr": p_best, "act_lr": a_best}
 
 
 # ----------------------------------------------------------------------------- contours

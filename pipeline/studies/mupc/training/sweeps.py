@@ -79,7 +79,7 @@ def expand_sweep(sweep: Sweep) -> list[RunConfig]:
 
 
 def expand(cfg: TrainingParams, sweep_id: str) -> list[RunConfig]:
-    """All runs of sweep ``sweep_id`` (S1…S12, B1, B2) of the resolved section."""
+    """All runs of sweep ``sweep_id`` (S1…S13, B1, B2) of the resolved section."""
     if sweep_id not in cfg.sweeps:
         raise KeyError(f"mupc_training: sweep {sweep_id!r} is not defined; known: {sorted(cfg.sweeps)}")
     return expand_sweep(cfg.sweeps[sweep_id])

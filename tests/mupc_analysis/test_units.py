@@ -16,19 +16,28 @@ import pytest
 pytest.importorskip("plotly")
 
 import plotly.graph_objects as go
+from matplotlib.colors import LogNorm
 from plotly.colors import sample_colorscale
 
 from pipeline.config import ConfigError, load_section, merge, read_tree, resolve, validate
 from pipeline.contract import Context, Output
+from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis import STUDY
 from pipeline.studies.mupc.analysis import figures as figures_module
 from pipeline.studies.mupc.analysis import train as train_module
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 from pipeline.studies.mupc.analysis.extract import extract, spectral_drift
 from pipeline.studies.mupc.analysis.families import FAMILIES
-from pipeline.studies.mupc.analysis.figures import LAYER_NAMES, _phase, drawer, log_ticks, phase_title, pow2, render
+from pipeline.studies.mupc.analysis.figures import (
+    LAYER_NAMES,
+    _phase,
+    drawer,
+    phase_title,
+    pow2,
+    pow2_tex,
+    render,
+)
 from pipeline.studies.mupc.analysis.layout import FWD_METRICS, fwd_key, hessian_configs, hessian_key, theory_key
-from pipeline.studies.mupc.training.panels import Panels
 from tests.conftest import ROOT
 
 NAME = "mupc_analysis"
@@ -347,18 +356,29 @@ def _plotly_record(f: Any, fam: str, src: str) -> go.Figure:
     return f.plotly
 
 
-def test_every_family_exports_plotly_images():
-    """The render stage checks for Chromium before it computes."""
-    assert figures_module.PLOTLY_IMAGES is True
+def test_phase_diagrams_are_matplotlib_and_every_other_family_plotly():
+    """As the notebook draws them; the render stage checks for Chromium before it computes a plotly family."""
+    from pipeline.writer.figures import exports_plotly_images
+
+    for fam in FAMILIES:
+        assert figures_module.PLOTLY_IMAGES(fam) is (fam not in ("F2", "F4", "F26")), fam
+        assert exports_plotly_images("mupc_analysis", fam) is (fam not in ("F2", "F4", "F26")), fam
 
 
-def test_grid_labels_and_log_colour_ticks():
+def test_grid_labels():
     assert [pow2(v) for v in (1, 2, 8, 3, 0.5)] == ["2<sup>0</sup>", "2<sup>1</sup>", "2<sup>3</sup>", "3",
                                                     "2<sup>-1</sup>"]
-    assert log_ticks(0.0, 7.0) == ([float(k) for k in range(8)], [f"10<sup>{k}</sup>" for k in range(8)])
-    assert log_ticks(0.0, 20.0)[0] == [0.0, 3.0, 6.0, 9.0, 12.0, 15.0, 18.0]  # at most eight decades
-    vals, text = log_ticks(0.4, 0.6)  # under two decades inside: five steps labelled with their values
-    assert vals == pytest.approx([0.4, 0.45, 0.5, 0.55, 0.6]) and text[0] == "2.51" and text[-1] == "3.98"
+    assert [pow2_tex(v) for v in (1, 2, 64)] == ["$2^{0}$", "$2^{1}$", "$2^{6}$"]
+
+
+def _images(fig: Any) -> list:
+    return [im for ax in fig.axes for im in ax.images]
+
+
+def _matplotlib_record(f: Any, fam: str, src: str) -> Any:
+    assert f.family == fam and f.sources == [("train", src)] and f.plotly is None and f.caption and f.seed_figure
+    assert isinstance(f.mpl, plt.Figure) and f.mpl.get_suptitle()
+    return f.mpl
 
 
 @pytest.mark.parametrize("fam", ["F1", "F3"])
@@ -395,35 +415,34 @@ def test_histogram_figures(full_store, fam):
 
 @pytest.mark.parametrize("fam,panels", [("F2", 3 * 2), ("F4", 9)])
 def test_phase_diagram_figures(full_store, fam, panels):
-    """Phase diagrams (the notebook's bicubic imshow): go.Contour with heatmap colouring, Viridis, rows N on y,
-    columns H on x, log axes ticked 2^k; κ in log10 colour unless sp without skips (and O's κ, which is 1)."""
+    """Phase diagrams as the notebook's plot_metric_phase_diagram: matplotlib imshow, origin lower, bicubic,
+    viridis, rows N and columns H ticked 2^k; κ on a LogNorm unless sp without skips (and O's κ, which is 1)."""
     store, cfg = full_store
     hp = cfg.hessian
     figs = drawer(fam)(lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
     assert len(figs) == 2
     for f in figs:
-        fig = _plotly_record(f, fam, "hessian_init")
-        conts = [t for t in fig.data if t.type in ("contour", "heatmap")]
-        assert len(conts) == len(fig.data) == panels and fig.layout.showlegend is False
-        assert fig.layout.title.text.endswith(f.id[len(fam) + 1:])
-        for t in conts:
-            z = np.asarray(t.z, dtype=float)
-            assert t.type == "contour" and t.contours.coloring == "heatmap" and z.shape == (2, 2)
-            assert np.isfinite(z).any() and t.colorscale == go.Contour(colorscale="Viridis").colorscale
-            assert list(t.x) == hp.depths and list(t.y) == hp.widths and t.colorbar.title.side == "right"
-            x, y = _axis(fig, t.xaxis), _axis(fig, t.yaxis, "y")
-            assert (x.type, x.title.text, list(x.tickvals)) == ("log", "H", hp.depths)
-            assert (y.type, y.title.text, list(y.tickvals)) == ("log", "N", hp.widths)
-            assert list(x.ticktext) == ["2<sup>1</sup>", "3"] and list(y.ticktext) == ["2<sup>1</sup>", "2<sup>2</sup>"]
-    # the κ panel of H_z (F2) and of H_theory (F4): log10 colour with mupc and skips, the values with sp no skips
+        fig = _matplotlib_record(f, fam, "hessian_init")
+        assert fig.get_suptitle().endswith(f.id[len(fam) + 1:])
+        ims = _images(fig)
+        assert len(ims) == panels
+        for im in ims:
+            ax = im.axes
+            assert im.get_interpolation() == "bicubic" and im.origin == "lower" and im.get_cmap().name == "viridis"
+            assert np.asarray(im.get_array()).shape == (2, 2) and np.isfinite(np.asarray(im.get_array())).any()
+            assert (ax.get_xlabel(), ax.get_ylabel()) == ("$H$", "$N$")
+            assert [t.get_text() for t in ax.get_xticklabels()] == [pow2_tex(h) for h in hp.depths]
+            assert [t.get_text() for t in ax.get_yticklabels()] == [pow2_tex(n) for n in hp.widths]
+    # the κ panel of H_z (F2) and of H_theory (F4): a LogNorm with mupc and skips, the values with sp no skips
     for f, log in zip(figs, (True, False), strict=True):
         c = next(c for c in hessian_configs(hp) if f.id.endswith(_group(c)) and c["act"] == "linear")
         cells = {(x["N"], x["H"]): x for x in store.files["hessian_init"][f"{hessian_key(c)}/summary.json"]["cells"]}
         key = "kappa" if fam == "F2" else "H_theory_kappa"
         kappa = np.array([[cells[(N, H)][key] for H in hp.depths] for N in hp.widths])
-        t = next(t for t in f.plotly.data if t.name == ("κ(H<sub>z</sub>)" if fam == "F2" else "κ(H<sub>theory</sub>)"))
-        assert np.allclose(np.asarray(t.z, dtype=float), np.log10(kappa) if log else kappa)
-        assert (t.colorbar.tickvals is not None) == log  # log: 10^k or value ticks; linear: plotly's own
+        im = next(im for im in _images(f.mpl) if im.axes.get_title().startswith(
+            "linear: $\\kappa$" if fam == "F2" else "H_theory: $\\kappa$"))
+        assert np.allclose(np.asarray(im.get_array(), dtype=float), kappa)
+        assert isinstance(im.norm, LogNorm) is log
 
 
 def _group(c: dict) -> str:
@@ -435,12 +454,12 @@ def test_a_phase_diagram_of_one_value_says_so_instead_of_a_rounding_noise_scale(
     one, two = np.array([[1.0, 1.0 + 2e-16], [1.0 - 1e-16, 1.0]]), np.array([[1.0, 1.5], [2.0, 1.0]])
     assert phase_title("O: κ", one, False) == "O: κ (= 1 in every cell)" and phase_title("D: κ", two, False) == "D: κ"
     assert phase_title("O: κ", one, True) == "O: κ"  # a log scale names no value
-    p = Panels(1, 2, ["O: κ", "D: κ"], legend=False)
-    _phase(p, 1, 1, one, [2, 4], [2, 4], "κ(O)", False)
-    _phase(p, 1, 2, two, [2, 4], [2, 4], "κ(D)", False)
-    a, b = p.fig.data
-    assert (a.zmin, a.zmax) == pytest.approx((0.95, 1.05)) and a.contours.showlines is False
-    assert b.zmin is None and b.zmax is None and b.colorbar.tickvals is None
+    fig, (a, b) = plt.subplots(1, 2)
+    _phase(a, one, [2, 4], [2, 4], "O: κ", "κ(O)", False)
+    _phase(b, two, [2, 4], [2, 4], "D: κ", "κ(D)", False)
+    assert a.images[0].get_clim() == pytest.approx((0.95, 1.05)) and a.get_title() == "O: κ (= 1 in every cell)"
+    assert b.images[0].get_clim() == pytest.approx((1.0, 2.0)) and b.get_title() == "D: κ"
+    plt.close(fig)
 
 
 def test_forward_pass_figures(full_store):
@@ -485,30 +504,28 @@ def test_forward_pass_figures(full_store):
 
 
 def test_theory_figures_through_render(full_store):
-    """F26: ℒ/F* phase diagrams, go.Contour of log10 values on the fixed range [1, color_max] in Inferno, decade
-    ticks; μPC cells written in white (two decimals). F27: lines per width, Purples (energy, with the widest net's
-    loss in #EF553B, width 1), Reds (loss), Viridis (ratio), (n + 3)[3:], linear axes."""
+    """F26: ℒ/F* phase diagrams as the notebook's plot_loss_energy_ratio_phase_diagram: imshow (bicubic, origin
+    lower) on a LogNorm over the fixed range [1, color_max], inferno; μPC cells written in white (two decimals).
+    F27: lines per width, Purples (energy, with the widest net's loss in #EF553B, width 1), Reds (loss), Viridis
+    (ratio), (n + 3)[3:], linear axes."""
     store, cfg = full_store
     out = render(store.ctx(cfg, "render", "F26"), "F26")
     tg = cfg.theory_grid
     assert [f.id for f in out.figures] == ["F26_sp", "F26_mupc"]
     for f in out.figures:
-        fig = _plotly_record(f, "F26", "theory_grid")
-        conts = [t for t in fig.data if t.type == "contour"]
-        assert len(conts) == len(tg.plot_iters) and _titles(fig) == [f"t = {t}" for t in tg.plot_iters]
-        hi = np.log10(tg.color_max[f.id[4:]])
-        for t in conts:
-            z = np.asarray(t.z, dtype=float)
-            assert z.shape == (3, 3) and np.nanmin(z) >= 0.0  # ℒ/F* >= 1
-            assert t.colorscale == go.Contour(colorscale="Inferno").colorscale and (t.zmin, t.zmax) == (0.0, hi)
-            assert list(t.colorbar.tickvals) == [float(k) for k in range(int(hi) + 1)]
-            x, y = _axis(fig, t.xaxis), _axis(fig, t.yaxis, "y")
-            assert (x.type, x.title.text, list(x.tickvals)) == ("log", "H", tg.depths)
-            assert (y.type, y.title.text, list(y.tickvals)) == ("log", "N", tg.widths)
-        texts = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
-        assert len(texts) == (len(tg.plot_iters) if f.id == "F26_mupc" else 0)  # μPC cells annotated
+        fig = _matplotlib_record(f, "F26", "theory_grid")
+        ims = _images(fig)
+        assert len(ims) == len(tg.plot_iters) and [im.axes.get_title() for im in ims] == [
+            f"t = {t}" for t in tg.plot_iters]
+        for im in ims:
+            z = np.asarray(im.get_array(), dtype=float)
+            assert z.shape == (3, 3) and np.nanmin(z) >= 1.0  # ℒ/F* >= 1
+            assert im.get_cmap().name == "inferno" and im.get_interpolation() == "bicubic" and im.origin == "lower"
+            assert isinstance(im.norm, LogNorm) and (im.norm.vmin, im.norm.vmax) == (1.0, tg.color_max[f.id[4:]])
+        texts = [t for ax in fig.axes for t in ax.texts]
+        assert len(texts) == (len(tg.plot_iters) * 9 if f.id == "F26_mupc" else 0)  # μPC cells annotated
     ratio = store.files["theory_grid"][f"{theory_key('linear', 'mupc', 1, 1)}/theory.npz"]["loss_energy_ratios"]
-    assert texts[0].text[0] == f"{ratio[tg.plot_iters[0]]:.2f}" and texts[0].textfont.color == "white"
+    assert texts[0].get_text() == f"{ratio[tg.plot_iters[0]]:.2f}" and texts[0].get_color() == "white"
     out = render(store.ctx(cfg, "render", "F27"), "F27")
     tw = cfg.theory_width
     n = len(tw.plot_widths)

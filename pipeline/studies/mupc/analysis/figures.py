@@ -1,19 +1,20 @@
-"""render@<family>: the analysis figures F1–F6, F26, F27, plotly as the seed notebook (001) draws them; drawing only.
+"""render@<family>: the analysis figures F1–F6, F26, F27, drawn as the seed notebook (001) draws them: plotly
+where it uses plotly, matplotlib for its phase diagrams; drawing only.
 
-Every grid (N, H, L lists, slices, steps) comes from the resolved section; each renderer reads exactly the
-cells its params list, from the one train unit of its family, and returns :class:`Figure` records with a plotly
-figure, whose PNG and PDF kaleido writes beside its interactive HTML. Every number the claims read is computed
-by the extract (``extract.py``), never here. The notebook writes one file per panel; here the panels of one
-configuration are the subplots of one figure (:class:`Panels`, one legend with each name once), with the
-notebook's trace types, colour scales and their sampling (:func:`pipeline.plotting.palette`), axis types and
-ticks:
+Every grid (N, H, L lists, slices, steps) comes from the resolved section; each renderer reads exactly the cells
+its params list, from the one train unit of its family, and returns :class:`Figure` records: a plotly figure,
+whose PNG and PDF kaleido writes beside its interactive HTML, or a matplotlib one (PNG and PDF). Every number the
+claims read is computed by the extract (``extract.py``), never here. The notebook writes one file per panel; here
+the panels of one configuration are the subplots of one figure (:class:`Panels`, one legend with each name once),
+with the notebook's trace types, colour scales and their sampling (:func:`pipeline.plotting.palette`), axis types
+and ticks:
 
 * spectra (F1, F3): overlaid ``go.Histogram`` (``histnorm="probability"``, 50 bins, opacity 0.75), log y with a
   tick per decade; Blues across H, Reds across N, ``sample_colorscale(len(widths) + 3)[3:]``;
-* phase diagrams (F2, F4, F26; the notebook's bicubic ``imshow``): a ``go.Contour`` with heatmap colouring
-  (:func:`contour`) over rows N (y) and columns H (x), log axes ticked 2^k, Viridis (ℒ/F*: Inferno on its fixed
-  log range [1, color_max], μPC cells written in white), a log colour scale where the notebook's ``LogNorm`` is
-  (κ unless sp without skips);
+* phase diagrams (F2, F4, F26): matplotlib, as the notebook (``plot_metric_phase_diagram``,
+  ``plot_loss_energy_ratio_phase_diagram``): ``imshow(origin="lower", interpolation="bicubic")`` over rows N and
+  columns H ticked 2^k, viridis (ℒ/F*: inferno on its fixed log range [1, color_max], μPC cells written in
+  white), a ``LogNorm`` where the notebook has one (κ unless sp without skips);
 * layer traces (F5, F6): one ``go.Scatter`` (width 2, opacity 0.8) per layer ℓ ∈ {1, L/4, L/2, 3L/4, L}, Reds
   (activities) or Greens (weights) ``(5 + 3)[3:]``, log x ticked 2^k, log y for the activities of sp (a tick per
   decade across N, per ten decades across L); over steps: lines, three x ticks;
@@ -28,9 +29,10 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+from matplotlib.colors import LogNorm
 
 from pipeline.contract import Context, Figure, Output
-from pipeline.plotting import palette
+from pipeline.plotting import palette, plt
 from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
 from pipeline.studies.mupc.analysis.families import FAMILIES
 from pipeline.studies.mupc.analysis.layout import (
@@ -42,10 +44,19 @@ from pipeline.studies.mupc.analysis.layout import (
     theory_key,
 )
 from pipeline.studies.mupc.runs import fmt_num
-from pipeline.studies.mupc.training.panels import Panels, contour
+from pipeline.studies.mupc.training.panels import Panels
 
-#: every render@<family> draws plotly figures whose PNG/PDF kaleido writes (the render stage checks for Chromium)
-PLOTLY_IMAGES = True
+#: the phase diagrams (F2, F4, F26) are matplotlib, as the notebook draws them (``imshow``); every other family
+#: draws plotly figures whose PNG/PDF kaleido writes (the render stage checks for Chromium)
+MATPLOTLIB_FAMILIES = ("F2", "F4", "F26")
+
+
+def plotly_images(unit: str) -> bool:
+    return unit not in MATPLOTLIB_FAMILIES
+
+
+PLOTLY_IMAGES = plotly_images
+
 
 LAYER_NAMES = ("ℓ = 1", "ℓ = 1/4L", "ℓ = 1/2L", "ℓ = 3/4L", "ℓ = L")  # the notebook's layer_idxs
 Reader = Callable[[str], Any]  # a file of the source train unit by name -> JSON object or npz arrays
@@ -54,9 +65,10 @@ HIST_BINS, HIST_OPACITY = 50, 0.75  # the notebook's spectra
 LINE_OPACITY = 0.8  # the notebook's layer traces and curves over training
 LOSS_COLOUR = "#EF553B"  # the loss drawn with the energies
 SKIP = 3  # the notebook samples its curve colours as sample_colorscale(scale, n + 3)[3:]
-HIST_PANEL, CURVE_PANEL, PHASE_PANEL = (550, 400), (550, 350), (500, 400)  # px per panel
-PHASE_SPACE = 0.16  # room between phase panels for each one's colour bar
+HIST_PANEL, CURVE_PANEL = (550, 400), (550, 350)  # px per panel
 H_Z, ITER = "H<sub>z</sub>", "Training iteration"
+H_Z_TEX = "$H_z$"  # the same in the matplotlib phase diagrams
+TEX = {"D": "$D$", "O": "$O$", "H_theory": "$H_{theory}$"}
 FWD_LABELS = {"avg_activity_l1": "‖z<sub>ℓ</sub>‖<sub>1</sub>", "avg_activity_l2": "‖z<sub>ℓ</sub>‖<sub>2</sub>",
               "param_spectral_norms": "‖W<sub>ℓ</sub>‖<sub>2</sub>"}
 
@@ -188,66 +200,46 @@ def phase_title(title: str, grid: np.ndarray, log: bool) -> str:
     return title if one is None else f"{title} (= {one:.4g} in every cell)"
 
 
-def log_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
-    """Colour-bar ticks of a log10 colour scale from ``lo`` to ``hi`` (log10 values), as the notebook's ``LogNorm``
-    bar has them: each decade inside (10^k, at most eight); a span with fewer than two decades inside: five even
-    steps labelled with their values."""
-    decades = list(range(int(np.ceil(lo - 1e-9)), int(np.floor(hi + 1e-9)) + 1))
-    if len(decades) >= 2:
-        decades = decades[:: -(-len(decades) // 8)]
-        return [float(k) for k in decades], [f"10<sup>{k}</sup>" for k in decades]
-    vals = [float(v) for v in np.linspace(lo, hi, 5)]
-    return vals, [f"{10 ** v:.3g}" for v in vals]
+def pow2_tex(v: float) -> str:
+    """``2^k`` in mathtext, the notebook's phase-diagram tick labels."""
+    return f"$2^{{{int(round(np.log2(v)))}}}$"
 
 
-def _phase(p: Panels, r: int, c: int, grid: np.ndarray, Ns: Sequence[int], Hs: Sequence[int], bar: str, log: bool,
-           colorscale: str = "Viridis", zrange: tuple[float, float] | None = None) -> None:
-    """A phase diagram of ``grid`` [N, H] in panel (r, c): :func:`contour` over (H, N), its colour bar titled
-    ``bar``; ``log``: log10 colour (cells ≤ 0 are gaps) on ``zrange`` (values, default the data's); linear: the
-    values' own scale (one value in every cell: ±5 % around it, no contour lines). Axes titled H and N, ticked
-    2^k."""
+def _phase(ax: Any, grid: np.ndarray, Ns: Sequence[int], Hs: Sequence[int], title: str, bar: str, log: bool,
+           cmap: str = "viridis", vrange: tuple[float, float] | None = None, cells: bool = False) -> None:
+    """A phase diagram of ``grid`` [N, H] as the notebook draws one (``plot_metric_phase_diagram``,
+    ``plot_loss_energy_ratio_phase_diagram``): ``imshow`` with ``origin="lower"``, bicubic interpolation, a
+    ``LogNorm`` where ``log`` (on ``vrange``, default the data's; cells ≤ 0 are gaps), axes H and N ticked
+    2^k, a colour bar titled ``bar``; ``cells``: each value written on its cell in white. One value in every cell
+    is named in the title and drawn on ±5 % around it, not on a rounding-noise scale."""
     data = np.asarray(grid, dtype=float)
-    z = np.log10(np.where(data > 0, data, np.nan)) if log else data
-    contour(p, r, c, Hs, Ns, z, colorscale, bar)
-    trace = p.fig.data[-1]
     if log:
-        finite = z[np.isfinite(z)]
-        if zrange is not None:
-            lo, hi = (float(np.log10(v)) for v in zrange)
-            trace.update(zmin=lo, zmax=hi)
-        elif finite.size:
-            lo, hi = float(finite.min()), float(finite.max())
-        else:  # no cell to colour: no ticks
-            lo = hi = None
-        vals, text = log_ticks(lo, hi) if lo is not None else ([], [])
-        trace.colorbar.update(tickvals=vals, ticktext=text)
+        shown = np.where(data > 0, data, np.nan)
+        finite = shown[np.isfinite(shown)]
+        lo, hi = vrange if vrange is not None else ((finite.min(), finite.max()) if finite.size else (1.0, 10.0))
+        im = ax.imshow(shown, origin="lower", interpolation="bicubic", cmap=cmap, aspect="auto",
+                       norm=LogNorm(vmin=lo, vmax=max(hi, lo * 1.0001)))
     else:
-        trace.colorbar.update(tickvals=None, ticktext=None)  # the values themselves
         one = one_value(data)
-        if one is not None:
-            half = 0.05 * abs(one) or 1.0
-            trace.update(zmin=one - half, zmax=one + half, contours={"showlines": False}, line={"width": 0})
-    p.fig.update_xaxes(tickvals=list(Hs), ticktext=[pow2(h) for h in Hs], ticks="outside", row=r, col=c)
-    p.fig.update_yaxes(tickvals=list(Ns), ticktext=[pow2(n) for n in Ns], ticks="outside", row=r, col=c)
-    p.axes(r, c, "H", "N")
-
-
-def _cell_values(p: Panels, r: int, c: int, grid: np.ndarray, Ns: Sequence[int], Hs: Sequence[int]) -> None:
-    """Each finite cell's value written on it (white, two decimals), as the notebook's ``show_cells``; a value on
-    the panel's edge is written inside it."""
-    def place(k: int, n: int, low: str, high: str, mid: str) -> str:
-        return low if k == 0 else (high if k == n - 1 else mid)
-
-    cells = [(H, N, grid[i, j], f"{place(i, len(Ns), 'top', 'bottom', 'middle')} "
-              f"{place(j, len(Hs), 'right', 'left', 'center')}")
-             for i, N in enumerate(Ns) for j, H in enumerate(Hs) if np.isfinite(grid[i, j])]
-    p.add(go.Scatter(x=[x[0] for x in cells], y=[x[1] for x in cells], text=[f"{x[2]:.2f}" for x in cells],
-                     textposition=[x[3] for x in cells], mode="text", textfont={"color": "white", "size": 10},
-                     hoverinfo="skip", showlegend=False, cliponaxis=False, name="cell values"), r, c)
+        limits = (one - (0.05 * abs(one) or 1.0), one + (0.05 * abs(one) or 1.0)) if one is not None else (None, None)
+        im = ax.imshow(data, origin="lower", interpolation="bicubic", cmap=cmap, aspect="auto", vmin=limits[0],
+                       vmax=limits[1])
+    ax.set_xticks(range(len(Hs)), [pow2_tex(h) for h in Hs])
+    ax.set_yticks(range(len(Ns)), [pow2_tex(n) for n in Ns])
+    ax.set_xlabel("$H$")
+    ax.set_ylabel("$N$")
+    ax.set_title(phase_title(title, data, log))
+    ax.grid(False)
+    ax.figure.colorbar(im, ax=ax, fraction=0.046).set_label(bar)
+    if cells:
+        for i in range(len(Ns)):
+            for j in range(len(Hs)):
+                if np.isfinite(data[i, j]):
+                    ax.text(j, i, f"{data[i, j]:.2f}", color="white", ha="center", va="center", fontsize=7)
 
 
 Phase = tuple[str, str, np.ndarray, bool]  # panel title, colour-bar title, grid [N, H], log colour
-EXTREMES = (("lambda_max", "λ<sub>max</sub>"), ("lambda_min", "λ<sub>min</sub>"), ("kappa", "κ"))
+EXTREMES = (("lambda_max", r"$\lambda_{max}$"), ("lambda_min", r"$\lambda_{min}$"), ("kappa", r"$\kappa$"))
 
 
 def _extremes(cells: dict[tuple[int, int], dict[str, Any]], hp: HessianParams, prefix: str, row: str,
@@ -258,13 +250,14 @@ def _extremes(cells: dict[tuple[int, int], dict[str, Any]], hp: HessianParams, p
              log_k if key == "kappa" else False) for key, name in EXTREMES]
 
 
-def _phase_figure(rows: list[list[Phase]], hp: HessianParams, title: str) -> Panels:
-    p = Panels(len(rows), len(rows[0]), [phase_title(t, g, log) for row in rows for t, _, g, log in row],
-               PHASE_PANEL, title, hspace=PHASE_SPACE, legend=False)
-    for r, row in enumerate(rows, start=1):
-        for c, (_, bar, grid, log) in enumerate(row, start=1):
-            _phase(p, r, c, grid, hp.widths, hp.depths, bar, log)
-    return p
+def _phase_figure(rows: list[list[Phase]], hp: HessianParams, title: str) -> plt.Figure:
+    fig, axes = plt.subplots(len(rows), len(rows[0]), figsize=(4.4 * len(rows[0]), 3.6 * len(rows)), squeeze=False,
+                             layout="constrained")
+    for r, row in enumerate(rows):
+        for c, (panel, bar, grid, log) in enumerate(row):
+            _phase(axes[r][c], grid, hp.widths, hp.depths, panel, bar, log)
+    fig.suptitle(title)
+    return fig
 
 
 def _kappa_log(c: dict[str, Any]) -> bool:
@@ -272,14 +265,20 @@ def _kappa_log(c: dict[str, Any]) -> bool:
     return not (c["param"] == "sp" and not c["skips"])
 
 
+def _phase_group_figure(family: str, gk: str, fig: plt.Figure, src: str, caption: str, seed: str) -> Figure:
+    """One matplotlib figure of a phase-diagram family for one configuration group (``<family>_<group>``)."""
+    return Figure(f"{family}_{gk}", caption, seed, mpl=fig, sources=[("train", src)], family=family)
+
+
 def render_f2(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     hp = cfg.hessian
     figs = []
     for gk, configs in _hessian_groups(hp).items():
-        rows = [_extremes(_cells(read, c), hp, "", c["act"], H_Z, _kappa_log(c)) for c in configs]
-        p = _phase_figure(rows, hp, f"H_z at init, extremes per (N, H) — {gk}")
-        figs.append(_group_figure("F2", gk, p, src, f"Phase diagrams of λ_max, λ_min and κ of H_z at init; {gk}. "
-                                  "Methods per number in the cell summaries.", "H_num_max_eigen / min / cond_num"))
+        rows = [_extremes(_cells(read, c), hp, "", c["act"], H_Z_TEX, _kappa_log(c)) for c in configs]
+        fig = _phase_figure(rows, hp, f"H_z at init, extremes per (N, H) — {gk}")
+        figs.append(_phase_group_figure("F2", gk, fig, src, f"Phase diagrams of λ_max, λ_min and κ of H_z at init; "
+                                        f"{gk}. Methods per number in the cell summaries.",
+                                        "H_num_max_eigen / min / cond_num"))
     return figs
 
 
@@ -288,11 +287,11 @@ def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     figs = []
     for gk, c in _linear_configs(hp).items():
         cells = _cells(read, c)
-        rows = [_extremes(cells, hp, f"{pre}_", pre, label, pre != "O" and _kappa_log(c))
-                for _, pre, label in THEORY_MATRICES]
-        p = _phase_figure(rows, hp, f"Linear theory extremes — {gk}")
-        figs.append(_group_figure("F4", gk, p, src, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); {gk}.",
-                                  "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
+        rows = [_extremes(cells, hp, f"{pre}_", pre, TEX[pre], pre != "O" and _kappa_log(c))
+                for _, pre, _ in THEORY_MATRICES]
+        fig = _phase_figure(rows, hp, f"Linear theory extremes — {gk}")
+        figs.append(_phase_group_figure("F4", gk, fig, src, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); "
+                                        f"{gk}.", "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
     return figs
 
 
@@ -304,22 +303,17 @@ def render_f26(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
                             ["loss_energy_ratios"] for H in tg.depths] for N in tg.widths])  # [nN, nH, iters]
         ncol = min(4, len(tg.plot_iters))
         nrow = int(np.ceil(len(tg.plot_iters) / ncol))
-        p = Panels(nrow, ncol, [f"t = {t}" for t in tg.plot_iters], PHASE_PANEL,
-                   f"Loss / equilibrium energy, linear ResNets, {param} (Adam lr {fmt_num(tg.param_lrs[param])})",
-                   hspace=PHASE_SPACE, legend=False)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(4.4 * ncol, 3.8 * nrow), squeeze=False, layout="constrained")
         for k, t in enumerate(tg.plot_iters):
-            r, c = divmod(k, ncol)
-            _phase(p, r + 1, c + 1, ratios[:, :, t], tg.widths, tg.depths, "ℒ / F*", True, "Inferno",
-                   (1.0, tg.color_max[param]))
-            if param == "mupc":
-                _cell_values(p, r + 1, c + 1, ratios[:, :, t], tg.widths, tg.depths)
-        for k in range(len(tg.plot_iters), nrow * ncol):
-            p.hide(k // ncol + 1, k % ncol + 1)
-        fid = f"F26_{param}"
-        figs.append(Figure(fid,
+            _phase(axes.flat[k], ratios[:, :, t], tg.widths, tg.depths, f"t = {t}", r"$\mathcal{L}\,/\,F^*$", True,
+                   "inferno", (1.0, tg.color_max[param]), cells=param == "mupc")
+        for ax in list(axes.flat)[len(tg.plot_iters):]:
+            ax.axis("off")
+        fig.suptitle(f"Loss / equilibrium energy, linear ResNets, {param} (Adam lr {fmt_num(tg.param_lrs[param])})")
+        figs.append(Figure(f"F26_{param}",
                            f"Phase diagrams (rows N, columns H) of ℒ/F* with the exact equilibrium (closed form "
                            f"½rᵀS⁻¹r = F(z*)), {param}, at iterations {tg.plot_iters}; log colour [1, "
-                           f"{tg.color_max[param]:g}].", "loss_energy_ratio_t_{t}", plotly=p.done(),
+                           f"{tg.color_max[param]:g}].", "loss_energy_ratio_t_{t}", mpl=fig,
                            sources=[("train", src)], family="F26"))
     return figs
 

@@ -103,7 +103,14 @@ profile:
 plan:
 	$(PY) -m pipeline.plan $(if $(P),--profile $(P)) $(if $(DETAIL),--detail)
 
+# Beside dvc repro, a follow sync (pipeline/tracking/) replays each stage's tracking journal into MLflow while
+# the next stages run, on the core a stage leaves idle, so the report stage's own sync finds little left
+# (benchmarks/README.md, "Whole builds"). It stops with dvc repro, its lines in .trainscape/follow.log.
 repro: setup dag
+	@mkdir -p .trainscape
+	@echo "dvc repro (MLflow sync alongside: .trainscape/follow.log)"
+	@$(BIN)/python -m pipeline.tracking sync --follow > .trainscape/follow.log 2>&1 & follow=$$!; \
+	trap 'kill $$follow 2>/dev/null; wait $$follow 2>/dev/null' EXIT; \
 	$(BIN)/dvc repro
 
 # Independent tests run on every core (pytest-xdist); work stealing keeps the long pipeline slices

@@ -87,7 +87,12 @@ def module_file(module: str) -> Path | None:
     """The source file of a project module (package → its ``__init__.py``), or None."""
     if module.split(".")[0] not in PACKAGES:
         return None
-    base = repo_root().joinpath(*module.split("."))
+    return _module_file(repo_root(), module)
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_file(root: Path, module: str) -> Path | None:
+    base = root.joinpath(*module.split("."))
     for cand in (base.with_suffix(".py"), base / "__init__.py"):
         if cand.is_file():
             return cand
@@ -101,6 +106,13 @@ def _parents(module: str) -> list[str]:
 
 def _imports(path: Path, module: str) -> set[str]:
     """Project modules ``path`` imports anywhere in its body (importing one loads its parents too)."""
+    stat = path.stat()
+    return set(_parsed_imports(path, module, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_imports(path: Path, module: str, _mtime_ns: int, _size: int) -> frozenset[str]:
+    """:func:`_imports` once per version of a file (a graph walks each module many times)."""
     tree = ast.parse(path.read_text(), filename=str(path))
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
@@ -121,7 +133,7 @@ def _imports(path: Path, module: str) -> set[str]:
         if module_file(name) is not None:
             out.add(name)
             out.update(p for p in _parents(name) if module_file(p) is not None)
-    return out
+    return frozenset(out)
 
 
 def bookkeeping(module: str) -> bool:

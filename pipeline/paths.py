@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -12,9 +13,14 @@ def repo_root() -> Path:
     Outputs always go to the workspace the code runs in (for queued ``dvc exp`` runs, a temporary
     copy); only the MLflow store follows ``DVC_ROOT`` to the real repository (see tracking).
     """
-    if os.environ.get("TRAINSCAPE_ROOT"):
-        return Path(os.environ["TRAINSCAPE_ROOT"]).resolve()
-    return Path(__file__).resolve().parent.parent
+    env = os.environ.get("TRAINSCAPE_ROOT") or None
+    return _resolved_root(env, None if env is None or os.path.isabs(env) else os.getcwd())
+
+
+@functools.lru_cache(maxsize=16)
+def _resolved_root(env: str | None, cwd: str | None) -> Path:
+    """:func:`repo_root` resolved once per setting (graphs and manifests ask for it thousands of times)."""
+    return Path(env).resolve() if env else Path(__file__).resolve().parent.parent
 
 
 def store_root() -> Path:

@@ -198,7 +198,8 @@ def check_chromium() -> None:
 
 
 def kaleido_server() -> None:
-    """Start this process's kaleido server at its first image (≈2 s; later images ≈0.2 s); stopped at exit."""
+    """Start this process's kaleido server, stopped at exit. Chromium launches in the server's thread (≈2 s
+    of CPU): an image asked for at once waits for it, one asked for later does not (later images ≈0.2 s)."""
     if _KALEIDO["started"]:
         return
     import kaleido
@@ -207,6 +208,10 @@ def kaleido_server() -> None:
     kaleido.start_sync_server(silence_warnings=True)
     _KALEIDO["started"] = True
     atexit.register(stop_kaleido_server)
+
+
+def kaleido_running() -> bool:
+    return _KALEIDO["started"]
 
 
 def stop_kaleido_server() -> None:

@@ -3,8 +3,8 @@
 import sys
 
 from pipeline.stage import main
-from pipeline.writer.figures import check_settings, write_render
+from pipeline.writer.figures import ready_renderer, write_render
 from stages import finish
 
 if __name__ == "__main__":
-    sys.exit(finish(main("render", render_writer=write_render, checks=check_settings)))
+    sys.exit(finish(main("render", render_writer=write_render, checks=ready_renderer)))

@@ -24,6 +24,8 @@ from pipeline.paths import figures_dir, rel, sidecar_path
 from pipeline.plotting import (
     check_chromium,
     dpi,
+    kaleido_running,
+    kaleido_server,
     save_mpl,
     save_plotly_html,
     save_plotly_js,
@@ -75,6 +77,15 @@ def check_settings(argv: Sequence[str] | None = None) -> None:
         check_chromium()
 
 
+def ready_renderer(argv: Sequence[str] | None = None) -> None:
+    """:func:`check_settings`, then, where the unit exports plotly images, kaleido's Chromium started now: it
+    launches (≈2 s) on the other core while the unit loads its inputs and draws, not at the first image."""
+    check_settings(argv)
+    args = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    if len(args) >= 2 and exports_plotly_images(args[0], args[1]):
+        kaleido_server()
+
+
 def exports_plotly_images(study: str, unit: str) -> bool:
     """Whether render unit ``unit`` of ``study`` draws plotly figures that get kaleido's PNG/PDF: its entry
     module says so with ``PLOTLY_IMAGES`` (a bool, or a callable of the unit). An unknown study or unit is
@@ -103,11 +114,12 @@ def save_figures(figs: Sequence[Figure], folder: Path) -> list[list[Path]]:
     written atomically exactly as a sequential save would write it.
     Plotly figures with static files are saved in this process, after the forked ones: kaleido's one server
     (a Chromium with its own processes and threads) is never forked, and Chromium rasterises in parallel
-    itself."""
+    itself. Where that server already runs (:func:`ready_renderer`), nothing is forked."""
     out: dict[int, list[Path]] = {}
     forked = [i for i, fig in enumerate(figs) if not kaleido_static(fig)]
     workers = figure_workers(len(forked)) if forked else 1
-    if workers == 1 or "fork" not in multiprocessing.get_all_start_methods():
+    # never fork beside a running kaleido server (its threads would not be in the child)
+    if workers == 1 or kaleido_running() or "fork" not in multiprocessing.get_all_start_methods():
         out.update((i, save_figure(figs[i], folder)) for i in forked)
     else:
         _PENDING[:] = [(figs[i], folder) for i in forked]

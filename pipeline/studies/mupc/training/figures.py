@@ -44,10 +44,11 @@ from pipeline.studies.mupc.training.grid import (
     lr_finals,
     lr_groups,
     mupc_choice,
+    mupc_kappa,
     per_dataset,
     pick,
+    sp_best_runs,
     sp_cell,
-    sp_table,
     stats,
     suffix,
     sweep_runs,
@@ -179,10 +180,7 @@ def sp_best(env: Env, sweep: str) -> list[Figure]:
             hs = values(ar, "H")
             bl, vi = palette(SCALE["H"], len(hs)), palette("Viridis", len(hs), skip=0, extra=0)
             for k, H in enumerate(hs):
-                cell = pick(ar, H=H)
-                p_lr, a_lr = choose(env, sweep, [cell], sp_table(env, sweep, ds, act, H, cell[0].param_lr),
-                                    f"{ds}/{act}/H={H}")
-                chosen = by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
+                a_lr, chosen = sp_best_runs(env, sweep, ds, act, H, pick(ar, H=H))
                 acc_curve(env, sweep, p, 1, j + 1, chosen, clean, bl[k], f"H={H}", hover=f"H={H}, η={lr_label(a_lr)}")
                 kap = kappa_series(env, sweep, chosen, clean)
                 if kap is not None:
@@ -278,11 +276,7 @@ def mupc_cond(env: Env, sweep: str) -> list[Figure]:
             hs = values(ar, "H")
             for H, col in zip(hs, palette("Viridis", len(hs), skip=0, extra=0), strict=True):
                 cell = pick(ar, H=H)
-                b = env.cfg.best_lrs.mupc
-                p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
-                kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
-                if kap is None:
-                    raise RenderError(f"{env.family}: {sweep} runs of {ds}/{act}/H={H} hold no Hessian record")
+                kap = mupc_kappa(env, sweep, ds, act, H, cell, clean)
                 band(p, 1, j + 1, ag.cond_steps(len(kap[0]), cell[0].test_every), *kap, col, f"H={H}")
             p.axes(1, j + 1, ITER, KAPPA)
         figs.append(finish(env, p, f"F12_mupc_cond_{ds}{suffix(clean)}",

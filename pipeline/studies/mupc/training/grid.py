@@ -214,6 +214,26 @@ def kappa_series(env: Env, sweep: str, runs: Sequence[RunConfig], clean: bool
         return np.nanmean(mat, axis=0), np.nanstd(mat, axis=0)
 
 
+def sp_best_runs(env: Env, sweep: str, ds: str, act: str, H: int, cell: list[RunConfig]
+                 ) -> tuple[float, list[RunConfig]]:
+    """An SP cell at its chosen lrs (the notebook's table where it has the cell): the activity lr and one run
+    per seed, what F8–F11 draw and their extract measures."""
+    p_lr, a_lr = choose(env, sweep, [cell], sp_table(env, sweep, ds, act, H, cell[0].param_lr), f"{ds}/{act}/H={H}")
+    return a_lr, by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
+
+
+def mupc_kappa(env: Env, sweep: str, ds: str, act: str, H: int, cell: list[RunConfig], clean: bool
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """F12: κ(H_z) of a μPC cell at its chosen lrs (the notebook's μPC lrs as the table), mean and std per row;
+    a cell with no Hessian record is an error."""
+    b = env.cfg.best_lrs.mupc
+    p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
+    kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
+    if kap is None:
+        raise RenderError(f"{env.family}: {sweep} runs of {ds}/{act}/H={H} hold no Hessian record")
+    return kap
+
+
 def kappa_ends(env: Env, cell: str, km: np.ndarray) -> None:
     """Headline κ(H_z) of a cell: at initialisation (row 0) and at the last row the seeds reached."""
     reached = km[np.isfinite(km)]

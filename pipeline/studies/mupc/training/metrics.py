@@ -36,10 +36,11 @@ from pipeline.studies.mupc.training.grid import (
     lr_groups,
     measured_flag,
     mupc_choice,
+    mupc_kappa,
     pick,
     seed_finals,
+    sp_best_runs,
     sp_chosen,
-    sp_table,
     stats,
     sweep_runs,
     values,
@@ -96,10 +97,7 @@ def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> None:
         for act in values(dr, "act"):
             ar = pick(dr, act=act)
             for H in values(ar, "H"):
-                cell = pick(ar, H=H)
-                p_lr, a_lr = choose(env, sweep, [cell], sp_table(env, sweep, ds, act, H, cell[0].param_lr),
-                                    f"{ds}/{act}/H={H}")
-                chosen = by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
+                _, chosen = sp_best_runs(env, sweep, ds, act, H, pick(ar, H=H))
                 best_final[f"{ds}/{act}/H={H}"] = verdict_acc(env, sweep, chosen)
                 kap = kappa_series(env, sweep, chosen, False)
                 if kap is not None:
@@ -117,13 +115,7 @@ def mupc_cond(env: Env, sweep: str) -> None:
         for act in values(dr, "act"):
             ar = pick(dr, act=act)
             for H in values(ar, "H"):
-                cell = pick(ar, H=H)
-                b = env.cfg.best_lrs.mupc
-                p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
-                kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), False)
-                if kap is None:
-                    raise RenderError(f"{env.family}: {sweep} runs of {ds}/{act}/H={H} hold no Hessian record")
-                kappa_ends(env, f"{ds}/{act}/H={H}", kap[0])
+                kappa_ends(env, f"{ds}/{act}/H={H}", mupc_kappa(env, sweep, ds, act, H, pick(ar, H=H), False)[0])
 
 
 def mupc_lr_sweep(env: Env, sweep: str) -> None:

@@ -66,23 +66,23 @@ def _save_pending(i: int) -> list[Path]:
     return save_figure(*_PENDING[i])
 
 
-def check_settings(argv: Sequence[str] | None = None) -> None:
+def check_settings(argv: Sequence[str] | None = None) -> bool:
     """The renderer's environment settings, checked before a render computes (ConfigError: exit 2): the
     figure workers and dpi, and a Chromium for kaleido where the unit (``argv``: the stage's ``<study>
-    <unit>``, by default the command line's) exports static plotly images."""
+    <unit>``, by default the command line's) exports static plotly images. Returns whether it does."""
     figure_workers_setting()
     dpi()
     args = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    if len(args) >= 2 and exports_plotly_images(args[0], args[1]):
+    plotly_images = len(args) >= 2 and exports_plotly_images(args[0], args[1])
+    if plotly_images:
         check_chromium()
+    return plotly_images
 
 
 def ready_renderer(argv: Sequence[str] | None = None) -> None:
     """:func:`check_settings`, then, where the unit exports plotly images, kaleido's Chromium started now: it
     launches (≈2 s) on the other core while the unit loads its inputs and draws, not at the first image."""
-    check_settings(argv)
-    args = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    if len(args) >= 2 and exports_plotly_images(args[0], args[1]):
+    if check_settings(argv):
         kaleido_server()
 
 

@@ -20,6 +20,7 @@ from pipeline.config import ConfigError
 from pipeline.contract import Figure
 from pipeline.plotting import _META, dpi, plt, save_mpl
 from pipeline.stage import prepare
+from pipeline.writer import figures as writer_figures
 from pipeline.writer.figures import check_settings, exports_plotly_images, figure_workers, save_figure, save_figures
 
 
@@ -173,6 +174,31 @@ def test_a_render_that_exports_plotly_images_needs_chromium_before_any_compute(m
     with pytest.raises(ConfigError, match=r"apt-get install chromium.*make setup"):
         check_settings(["mupc_training", "F22", "--profile", "smoke"])
     check_settings(["imprint", "glyph"])  # matplotlib only: no browser needed
+
+
+def test_the_renderer_starts_kaleido_before_computing_only_for_units_with_plotly_images(monkeypatch):
+    """stages/render.py's checks start Chromium at once where the unit exports plotly images (it launches while
+    the unit computes), and nowhere else."""
+    started = []
+    monkeypatch.setattr(writer_figures, "kaleido_server", lambda: started.append(True))
+    monkeypatch.setattr(plotting, "find_chromium", lambda: "/usr/bin/chromium")
+    assert writer_figures.check_settings(["mupc_training", "F22", "--profile", "smoke"]) is True
+    writer_figures.ready_renderer(["imprint", "glyph", "--profile", "smoke"])
+    assert started == []
+    writer_figures.ready_renderer(["mupc_training", "F22", "--profile", "smoke"])
+    assert started == [True]
+
+
+def test_no_figure_saver_is_forked_beside_a_running_kaleido_server(tmp_path, monkeypatch):
+    """Forked children would not have the server's threads: with it running, the savers stay in this process
+    and write the same bytes."""
+    monkeypatch.setenv("TRAINSCAPE_DPI", "40")
+    monkeypatch.setenv("TRAINSCAPE_FIGURE_WORKERS", "3")
+    forks = []
+    monkeypatch.setattr(writer_figures.multiprocessing, "get_context", lambda *a: forks.append(a))
+    monkeypatch.setattr(writer_figures, "kaleido_running", lambda: True)
+    files = save_figures(_figures(2), tmp_path)
+    assert forks == [] and [[p.name for p in f] for f in files] == [[f"fig{i}.png", f"fig{i}.pdf"] for i in range(2)]
 
 
 def test_plotly_html_loads_the_units_one_copy_of_plotly_js(tmp_path):

@@ -18,7 +18,6 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import pipeline.studies.mupc.training.trainer as tr
 from pipeline.config import ConfigError
@@ -29,6 +28,7 @@ from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import train as train_mod
 from pipeline.studies.mupc.training import train_keys
 from pipeline.studies.mupc.training.sweeps import expand, stack_groups
+from tests.host_reads import count_host_reads
 from tests.mupc_training.test_training import (
     context,
     drive,
@@ -215,43 +215,6 @@ def test_compare_tolerance():
 # ----------------------------------------------------------------------------- host synchronisation
 
 
-HOST_READS = ("cpu", "numpy", "tolist", "item", "__array__")
-
-
-class _Syncs(TorchDispatchMode):
-    """Counts what would make the host wait for a device: scalar reads (``item``, ``float``, ``bool``…),
-    data-dependent shapes (``nonzero``…) and copies to host memory (``cpu``, ``numpy``, ``tolist``)."""
-
-    OPS = ("_local_scalar_dense", "nonzero", "masked_select", "unique", "is_nonzero", "equal")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.__name__.split(".")[0] in self.OPS:
-            self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
-def _count_syncs(fn: Callable[[], object]) -> int:
-    mode = _Syncs()
-    saved = {name: getattr(torch.Tensor, name) for name in HOST_READS}
-    for name, orig in saved.items():
-        def counted(self, *a, _orig=orig, **kw):
-            mode.count += 1
-            return _orig(self, *a, **kw)
-
-        setattr(torch.Tensor, name, counted)
-    try:
-        with mode:
-            fn()
-    finally:
-        for name, orig in saved.items():
-            setattr(torch.Tensor, name, orig)
-    return mode.count
-
-
 @pytest.mark.parametrize("graphs", [False, True])
 def test_an_iteration_needs_no_host_synchronisation(monkeypatch, graphs):
     """The host reads device values only where the loop stops to check (every ``test_every`` iterations and
@@ -263,7 +226,8 @@ def test_an_iteration_needs_no_host_synchronisation(monkeypatch, graphs):
     for n in (4, 16):
         data = synthetic(n_train=64 * n)
         runs = [pc_run(seed=s, test_every=n, metrics="basic", act="relu") for s in (0, 1)]
-        counts.append(_count_syncs(lambda runs=runs, data=data: tr.train_group(runs, data, "cpu", cuda_graphs=graphs)))
+        counts.append(count_host_reads(
+            lambda runs=runs, data=data: tr.train_group(runs, data, "cpu", cuda_graphs=graphs)))
     assert counts[0] == counts[1] > 0, counts
     if graphs:
         assert len(calls) == 2

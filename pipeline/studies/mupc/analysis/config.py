@@ -125,7 +125,12 @@ class TheoryWidthParams:
     seed: int = bounded(0)
     train_images: int | None = bounded(64)
     eq_tol: float = bounded(0.0, lo_open=True, default=1e-8)  # RMS per-sample gradient
-    eq_max_steps: int = bounded(1, default=5000)
+    # newton: analysis/newton.py (tanh: the z* of gradient descent; ReLU: a local minimum, in some samples
+    # another one than gradient descent's, docs/decisions.md); gd: gradient descent, the reference
+    eq_solver: Literal["newton", "gd"] = "newton"
+    eq_max_steps: int = bounded(1, default=5000)  # gradient-descent steps (eq_solver gd, or Newton's fallback)
+    newton_max_steps: int = bounded(1, default=50)
+    cg_iters: int = bounded(1, default=3)  # tanh: preconditioned CG iterations a Newton step (3: fastest measured)
 
     def check(self, path: str) -> None:
         for n in self.plot_widths:

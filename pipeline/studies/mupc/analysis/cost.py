@@ -9,9 +9,10 @@
   of a batch, ``checks − 1`` backward passes (2 feed-forwards each), and at each check the exact
   spectral norm (singular values, 4mn² − 4n³/3 for m ≥ n) of 5 weights per run.
 * ``theory_grid`` / ``theory_width``: ``iters`` iterations per network: linear nets the exact
-  equilibrium (theory blocks 2HN³, block Cholesky 10HN³/3, solves 6HN²B), tanh/relu the numerical one,
-  :data:`EQ_STEPS` GD steps (three products each) per iteration, capped by ``eq_max_steps``; plus ≈ 5
-  feed-forwards (loss, errors, energy, weight gradients).
+  equilibrium (theory blocks 2HN³, block Cholesky 10HN³/3, solves 6HN²B), tanh/relu the numerical one —
+  by Newton (``eq_solver: newton``) :data:`NEWTON_STEPS` steps of :func:`newton_step_flops`, by gradient
+  descent :data:`EQ_STEPS` steps (three products each), capped by ``eq_max_steps``; plus ≈ 5 feed-forwards
+  (loss, errors, energy, weight gradients).
 
 Cells are probed per distinct shape (small cells are bound by per-call overhead, which a FLOP rate taken
 at another shape would miss).
@@ -33,6 +34,11 @@ from pipeline.studies.mupc.cost import blocks_flops, dense_flops, eig_flops
 # networks, H = 2, took 50–550 while training). A typical count, not a bound (the cap is eq_max_steps): the
 # estimate is off by the ratio of the real count to it.
 EQ_STEPS = 1000
+# Newton steps an equilibrium takes to tol 1e-8 (analysis/newton.py): measured by benchmarks/equilibrium.py on
+# the paper's largest theory_width nets (N = 512, H = 4, B = 64, SP and μPC) over their first training
+# iterations and at N = 64–512 at initialisation (benchmarks/README.md): tanh 2–6, ReLU 6–14.
+NEWTON_STEPS = {"tanh": 5, "relu": 12}
+LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}  # newton.STEP_SIZES tried a step (tanh: Newton's 4 + Gauss–Newton's 7)
 D, D_Y, RECORDED = 784, 10, 5  # MNIST input, classes; weights whose norms fwd_pass records per check
 
 
@@ -95,23 +101,50 @@ def _fwd(cfg: MupcAnalysisParams) -> Cost:
     return Cost(runs=cells * R, groups=cells, work=tuple(work), note=f"{cells} cells × {R} optimisers, float32")
 
 
-def theory_flops(act: str, N: int, H: int, B: int, eq_max_steps: int) -> float:
+def newton_step_flops(act: str, N: int, H: int, B: int, cg_iters: int) -> float:
+    """One Newton step (analysis/newton.py) in units of a sweep's products, 2B((H−1)N² + d_y N): the state
+    (errors and pulls, 2), the Woodbury columns (d_y sweeps) and their d_y × d_y system, the solves (2 sweeps
+    each: one for ReLU, cg_iters + 1 for tanh, whose CG adds cg_iters Hessian products of 2 sweeps), and the
+    line search's tries (1 each)."""
+    sweep = 2 * B * ((H - 1) * N * N + D_Y * N)
+    solves, products = (cg_iters + 1, cg_iters) if act == "tanh" else (1, 0)
+    woodbury = 4 * B * D_Y * D_Y * H * N
+    return sweep * (2 + D_Y + 2 * solves + 2 * products + LINE_SEARCH_TRIES[act]) + woodbury
+
+
+def theory_flops(act: str, N: int, H: int, B: int, eq_steps: int, solver: str = "gd", cg_iters: int = 3) -> float:
     """One iteration of a theory network (see the module docstring)."""
     rest = 5 * ffwd_flops(N, H, B)
     if act == "linear":
         return rest + 2 * H * N**3 + 10 * H * N**3 / 3 + 6 * H * N * N * B
-    return rest + eq_max_steps * 3 * 2 * B * ((H - 1) * N * N + D_Y * N)
+    if solver == "newton":
+        return rest + eq_steps * newton_step_flops(act, N, H, B, cg_iters)
+    return rest + eq_steps * 3 * 2 * B * ((H - 1) * N * N + D_Y * N)
 
 
-def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iters: int, B: int, steps: int) -> Cost:
-    """``nets``: (act, N, H, nets of that shape) trained ``iters`` iterations at batch ``B``."""
+def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iters: int, B: int,
+            solver: str = "gd") -> Cost:
+    """``nets``: (act, N, H, nets of that shape) trained ``iters`` iterations at batch ``B``; tanh/relu
+    equilibria by ``solver``."""
+    tw = cfg.theory_width
+
+    def steps(act: str) -> int:
+        if act == "linear":
+            return 0
+        return min(NEWTON_STEPS[act], tw.newton_max_steps) if solver == "newton" else min(EQ_STEPS, tw.eq_max_steps)
+
     work = tuple(Work(f"{act} N={N} H={H}, {k} nets", "theory_step",
-                      {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps if act != "linear" else 0,
-                       "threads": cfg.threads}, k * iters * theory_flops(act, N, H, B, steps if act != "linear" else 0))
+                      {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps(act), "solver": solver,
+                       "cg_iters": tw.cg_iters, "threads": cfg.threads},
+                      k * iters * theory_flops(act, N, H, B, steps(act), solver, tw.cg_iters))
                  for act, N, H, k in nets)
     n = sum(k for *_, k in nets)
-    bound = (f"; tanh/relu at {steps:,} GD steps per equilibrium (typical; at most eq_max_steps = "
-             f"{cfg.theory_width.eq_max_steps:,})" if steps else "")
+    bound = ""
+    if any(act != "linear" for act, *_ in nets):
+        bound = (f"; tanh/relu by Newton at {NEWTON_STEPS['tanh']}/{NEWTON_STEPS['relu']} steps per equilibrium "
+                 f"(measured, typical)" if solver == "newton" else
+                 f"; tanh/relu at {EQ_STEPS:,} GD steps per equilibrium (typical; at most eq_max_steps = "
+                 f"{tw.eq_max_steps:,})")
     return Cost(runs=n, groups=n, work=work, note=f"{n} nets × {iters} iterations, float64{bound}")
 
 
@@ -129,11 +162,11 @@ def theory_grid_cost(cfg: MupcAnalysisParams, unit: str, device: str,
                      previous: Callable[[str], Any] | None = None) -> Cost:
     tg = cfg.theory_grid
     nets = [("linear", N, H, len(tg.param_lrs)) for N, H in itertools.product(tg.widths, tg.depths)]
-    return _theory(cfg, nets, tg.iters, tg.batch_size, 0)
+    return _theory(cfg, nets, tg.iters, tg.batch_size)
 
 
 def theory_width_cost(cfg: MupcAnalysisParams, unit: str, device: str,
                       previous: Callable[[str], Any] | None = None) -> Cost:
     tw = cfg.theory_width
     nets = [(a, N, tw.depth, len(tw.params)) for a, N in itertools.product(tw.acts, tw.widths)]
-    return _theory(cfg, nets, tw.iters, tw.batch_size, min(EQ_STEPS, tw.eq_max_steps))
+    return _theory(cfg, nets, tw.iters, tw.batch_size, tw.eq_solver)

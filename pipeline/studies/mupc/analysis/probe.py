@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 
 from pipeline.studies.mupc import hessian as hz
-from pipeline.studies.mupc.analysis import fwdpass, theory
+from pipeline.studies.mupc.analysis import fwdpass, newton, theory
 from pipeline.studies.mupc.analysis.cost import D_Y, D, ffwd_flops, svd_flops, theory_flops
 from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
 from pipeline.studies.mupc.cost import blocks_flops, eig_flops
@@ -90,21 +90,28 @@ def spectral_norms(*, N: int, threads: int, device: str, budget: float) -> Step:
 
 
 def theory_step(*, act: str, N: int, H: int, batch: int, eq_steps: int, threads: int, device: str,
-                budget: float) -> Step:
-    """Linear: two iterations of ``theory_run`` (two records, one update). tanh/relu: GD steps of the
-    numerical equilibrium (tolerance 0, so it takes them all; at most :data:`EQ_PROBE_STEPS`), the part that
-    dominates."""
+                budget: float, solver: str = "gd", cg_iters: int = 3) -> Step:
+    """Linear: two iterations of ``theory_run`` (two records, one update). tanh/relu: steps of the numerical
+    equilibrium by its solver (tolerance 0, so it takes them all; at most :data:`EQ_PROBE_STEPS`, Newton
+    without its fallback), the part that dominates."""
     _threads(threads, device)
     spec = theory_spec(act, "mupc", N, H)
     x, y = _batch(batch, torch.float64, device)
     if act == "linear":
         return (lambda: theory_run(spec, [(x, y), (x, y)], 1e-3, 0)), 2 * theory_flops(act, N, H, batch, 0)
-    per_step = theory_flops(act, N, H, batch, 1) - theory_flops(act, N, H, batch, 0)
+    per_step = (theory_flops(act, N, H, batch, 1, solver, cg_iters)
+                - theory_flops(act, N, H, batch, 0, solver, cg_iters))
     steps = max(1, min(eq_steps, EQ_PROBE_STEPS, int(budget // per_step)))
     w = init_weights(spec, [0], dtype=torch.float64, device=device)
     z0, _ = feedforward(spec, w, x)
 
     def step() -> None:
-        theory.numerical_equilibrium(spec, w, x, y, z0, tol=0.0, max_steps=steps)
+        if solver == "newton":
+            newton.newton_equilibrium(spec, w, x, y, z0, tol=0.0, max_steps=steps, cg_iters=cg_iters,
+                                      fallback_max_steps=0)
+        else:
+            theory.numerical_equilibrium(spec, w, x, y, z0, tol=0.0, max_steps=steps)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
 
     return step, steps * per_step

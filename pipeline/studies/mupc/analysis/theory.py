@@ -180,20 +180,28 @@ def power_lambda_max(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor
     return lam.abs(), v
 
 
-def _relu_one_sided(spec: NetSpec, w: Weights, z: torch.Tensor, eps: torch.Tensor, eps_out: torch.Tensor,
-                    m: Multipliers) -> tuple[torch.Tensor, torch.Tensor]:
-    """One-sided per-sample gradients of a ReLU net's energy: φ'(z_ℓ) taken as 0 (left) and 1 (right)."""
-    pull = torch.empty_like(z)  # a W_{ℓ+1}ᵀ ε_{ℓ+1}
-    skip = torch.zeros_like(z)
+def pulls(spec: NetSpec, w: Weights, eps: torch.Tensor, eps_out: torch.Tensor,
+          m: Multipliers) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the layer above asks of each unit: a_{ℓ+1} W_{ℓ+1}ᵀ ε_{ℓ+1} (the read-out's for the last layer)
+    and the skip's s ε_{ℓ+1}, ``[R, H, B, N]`` each; ∂F/∂z_ℓ = ε_ℓ − skip − φ'(z_ℓ) ⊙ pull."""
+    pull = torch.empty_like(eps)
+    skip = torch.zeros_like(eps)
     if spec.H > 1:
         pull[:, :-1] = m.a_hid * torch.matmul(eps[:, 1:], w.w_hid)
         skip[:, :-1] = m.s * eps[:, 1:]
     pull[:, -1] = m.a_out * torch.matmul(eps_out, w.w_out)
+    return pull, skip
+
+
+def one_sided(spec: NetSpec, w: Weights, z: torch.Tensor, eps: torch.Tensor, eps_out: torch.Tensor,
+              m: Multipliers) -> tuple[torch.Tensor, torch.Tensor]:
+    """One-sided per-sample gradients of a ReLU net's energy: φ'(z_ℓ) taken as 0 (left) and 1 (right)."""
+    pull, skip = pulls(spec, w, eps, eps_out, m)
     left = eps - skip
     return left, left - pull
 
 
-def _relu_residual(z: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+def relu_residual(z: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     """Minimal-norm (Clarke) subgradient: the one-sided gradient off the kink, at z = 0 the element of
     [left, right] closest to 0 (0 when they straddle it)."""
     at_kink = z == 0
@@ -208,6 +216,8 @@ class Equilibrium:
     steps: int
     residual: torch.Tensor  # [R] RMS of the per-sample (sub)gradient at the end
     converged: bool
+    fallback_steps: int = 0  # gradient-descent steps that finished where Newton stopped short
+    failed_steps: int = 0  # Newton steps whose line search found no decrease (sample × step)
 
 
 def numerical_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z0: torch.Tensor, *,
@@ -235,8 +245,8 @@ def numerical_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.T
     step = 0
     for step in range(1, max_steps + 1):
         if relu:
-            left, right = _relu_one_sided(spec, w, z, eps, eps_out, m)
-            g = _relu_residual(z, left, right)
+            left, right = one_sided(spec, w, z, eps, eps_out, m)
+            g = relu_residual(z, left, right)
         else:
             g = activity_grad(spec, w, z, eps, eps_out, m) * B  # per-sample gradient (no 1/B)
         rms = g.pow(2).flatten(1).mean(1).sqrt()

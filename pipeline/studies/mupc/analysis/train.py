@@ -19,7 +19,7 @@ import torch
 from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
 from pipeline.studies.mupc import hessian
-from pipeline.studies.mupc.analysis import fwdpass, theory
+from pipeline.studies.mupc.analysis import fwdpass, newton, theory
 from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
 from pipeline.studies.mupc.analysis.layout import (
     FWD_METRICS,
@@ -241,9 +241,11 @@ def theory_spec(act: str, param: str, N: int, H: int) -> NetSpec:
 
 
 def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float = 1e-8,
-               eq_max_steps: int = 5000) -> dict[str, np.ndarray]:
+               eq_max_steps: int = 5000, eq_solver: str = "newton", newton_max_steps: int = 50,
+               cg_iters: int = 3) -> dict[str, np.ndarray]:
     """PC with exact (linear) or numerical (tanh, relu) inference: per iteration ℒ, F*, ℒ/F*, then an Adam
-    step on ∇_θ F at z*. Linear nets also record the closed form ½ rᵀS⁻¹r and its gap to F(z*)."""
+    step on ∇_θ F at z*. Linear nets also record the closed form ½ rᵀS⁻¹r and its gap to F(z*); numerical
+    equilibria their residual, steps, and the gradient-descent steps of a Newton fallback."""
     device = batches[0][0].device
     w = init_weights(spec, [seed], dtype=torch.float64, device=device)
     opt = Adam(w.tensors(), lr)
@@ -252,7 +254,8 @@ def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float
     if spec.act == "linear":
         out["closed_form_energies"] = np.zeros(n)
     else:
-        out.update(eq_residuals=np.zeros(n), eq_steps=np.zeros(n, dtype=np.int64))
+        out.update(eq_residuals=np.zeros(n), eq_steps=np.zeros(n, dtype=np.int64),
+                   eq_fallback_steps=np.zeros(n, dtype=np.int64))
     for k, (x, y) in enumerate(batches):
         z0, y_hat = feedforward(spec, w, x)
         loss = float(theory.summed_loss(y_hat, y)[0])
@@ -260,9 +263,14 @@ def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float
             z = theory.linear_equilibrium(spec, w, x, y)
             out["closed_form_energies"][k] = float(theory.closed_form_energy(spec, w, x, y).mean())
         else:
-            eq = theory.numerical_equilibrium(spec, w, x, y, z0, tol=eq_tol, max_steps=eq_max_steps)
+            if eq_solver == "newton":
+                eq = newton.newton_equilibrium(spec, w, x, y, z0, tol=eq_tol, max_steps=newton_max_steps,
+                                               cg_iters=cg_iters, fallback_max_steps=eq_max_steps)
+            else:
+                eq = theory.numerical_equilibrium(spec, w, x, y, z0, tol=eq_tol, max_steps=eq_max_steps)
             z = eq.z
             out["eq_residuals"][k], out["eq_steps"][k] = float(eq.residual.max()), eq.steps
+            out["eq_fallback_steps"][k] = eq.fallback_steps
         f_star = float(theory.per_sample_energy(spec, w, x, y, z).mean())
         out["train_losses"][k], out["train_energies"][k] = loss, f_star
         out["loss_energy_ratios"][k] = loss / f_star
@@ -316,11 +324,15 @@ def train_theory_width(ctx: Context, unit: str) -> Output:
     for act, param, N in ctx.track(cells, total=len(cells), desc="theory across width", unit="net"):
         spec = theory_spec(act, param, N, tw.depth)
         key = theory_key(act, param, N, tw.depth)
-        inference = "exact (block Cholesky)" if act == "linear" else "numerical equilibrium (GD, float64)"
-        out = theory_run(spec, batches, tw.param_lr, tw.seed, tw.eq_tol, tw.eq_max_steps)
+        solver = {"newton": "Newton", "gd": "GD"}[tw.eq_solver]
+        inference = "exact (block Cholesky)" if act == "linear" else f"numerical equilibrium ({solver}, float64)"
+        out = theory_run(spec, batches, tw.param_lr, tw.seed, tw.eq_tol, tw.eq_max_steps, tw.eq_solver,
+                         tw.newton_max_steps, tw.cg_iters)
         arrays[f"{key}/theory.npz"] = out
         runs.append(theory_record(key, {**asdict(spec), "param_lr": tw.param_lr, "iters": tw.iters,
                                         "seed": tw.seed, "optim": "adam", "inference": inference,
-                                        "eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps}, out))
+                                        "eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps,
+                                        "eq_solver": tw.eq_solver, "newton_max_steps": tw.newton_max_steps,
+                                        "cg_iters": tw.cg_iters}, out))
     ctx.log(f"theory_width: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
     return Output(arrays=arrays, runs=runs)

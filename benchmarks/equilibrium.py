@@ -1,0 +1,106 @@
+"""Equilibria of the F27 (``theory_width``) nets: gradient descent (the reference) against Newton
+(``pipeline/studies/mupc/analysis/newton.py``), side by side in one run.
+
+    taskset -c 1 .venv/bin/python benchmarks/equilibrium.py              # the full table (≈ 25 min here)
+    taskset -c 1 .venv/bin/python benchmarks/equilibrium.py --widths 64 128 --iters 2
+
+Part 1, one solve: for each (N, SP | μPC, tanh | ReLU) at H = 4 on one MNIST batch of B = 64, at
+initialisation, both solvers from the feed-forward state to the stage's tolerance (1e-8), each timed once
+after a warm-up; printed: time and steps each way, the ratio, and how far the answers are apart — the largest
+relative difference of z* and the relative difference of the batch's F*; for ReLU the number of samples whose
+equilibria differ by more than 1e-6 (another local minimum: the ReLU energy is piecewise quadratic and not
+convex) and which solver's F* is lower there.
+
+Part 2, training: ``--iters`` iterations of ``theory_run`` (equilibrium, Adam step) for the largest width each
+way, extrapolated to the unit's 937 iterations per net; the Newton steps per equilibrium are printed (they are
+the cost model's ``NEWTON_STEPS``).
+
+Both on one core, one torch thread (``torch.set_num_threads(1)``; run it under ``taskset -c 1``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pipeline.studies.mupc.analysis import newton, theory
+from pipeline.studies.mupc.analysis.train import mnist_batches, theory_run, theory_spec
+from pipeline.studies.mupc.model import feedforward, init_weights
+
+TOL, GD_CAP, SEED, ITERS = 1e-8, 20000, 4320, 937
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def one_solve(act: str, param: str, N: int, x: torch.Tensor, y: torch.Tensor) -> dict:
+    spec = theory_spec(act, param, N, 4)
+    w = init_weights(spec, [SEED], dtype=torch.float64)
+    z0, _ = feedforward(spec, w, x)
+    newton.newton_equilibrium(spec, w, x[:8], y[:8], z0[:, :, :8], tol=TOL)  # warm-up
+    gd, t_gd = timed(lambda: theory.numerical_equilibrium(spec, w, x, y, z0, tol=TOL, max_steps=GD_CAP))
+    nt, t_nt = timed(lambda: newton.newton_equilibrium(spec, w, x, y, z0, tol=TOL, fallback_max_steps=GD_CAP))
+    f_gd = theory.per_sample_energy(spec, w, x, y, gd.z)[0]
+    f_nt = theory.per_sample_energy(spec, w, x, y, nt.z)[0]
+    per_sample = ((nt.z - gd.z).abs().amax(dim=(1, 3)) / gd.z.abs().amax())[0]
+    other = per_sample > 1e-6
+    return {"act": act, "param": param, "N": N, "t_gd": t_gd, "steps_gd": gd.steps, "gd_conv": gd.converged,
+            "t_nt": t_nt, "steps_nt": nt.steps, "nt_conv": nt.converged, "fallback": nt.fallback_steps,
+            "z_rel": float(per_sample.max()), "F_rel": float((f_nt.sum() - f_gd.sum()) / f_gd.sum()),
+            "other": int(other.sum()), "lower": int((f_nt < f_gd)[other].sum())}
+
+
+def training(act: str, param: str, N: int, iters: int) -> dict:
+    spec = theory_spec(act, param, N, 4)
+    batches = mnist_batches(iters, 64, SEED, None, "cpu", torch.float64)
+    gd, t_gd = timed(lambda: theory_run(spec, batches, 1e-3, SEED, TOL, GD_CAP, "gd"))
+    nt, t_nt = timed(lambda: theory_run(spec, batches, 1e-3, SEED, TOL, GD_CAP, "newton"))
+    ratio_gap = np.max(np.abs(nt["loss_energy_ratios"] - gd["loss_energy_ratios"]) / gd["loss_energy_ratios"])
+    return {"act": act, "param": param, "N": N, "t_gd": t_gd / iters, "t_nt": t_nt / iters,
+            "steps_gd": gd["eq_steps"].tolist(), "steps_nt": nt["eq_steps"].tolist(),
+            "fallback": int(nt["eq_fallback_steps"].sum()), "ratio_gap": float(ratio_gap)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
+    ap.add_argument("--iters", type=int, default=3, help="training iterations of part 2 (largest width)")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    x, y = mnist_batches(1, 64, SEED, None, "cpu", torch.float64)[0]
+    print("Part 1: one equilibrium, H = 4, B = 64, tol 1e-8, at initialisation (one core)")
+    print(f"{'act':5} {'param':5} {'N':>4} | {'GD s':>7} {'steps':>6} | {'Newton s':>8} {'steps':>5} {'fb':>3} | "
+          f"{'GD/Newton':>9} | {'max rel z':>9} {'rel F*':>9} {'other min':>9} {'Newton lower':>12}")
+    for N in args.widths:
+        for act in ("tanh", "relu"):
+            for param in ("sp", "mupc"):
+                r = one_solve(act, param, N, x, y)
+                conv = "" if r["gd_conv"] and r["nt_conv"] else " (not converged)"
+                print(f"{act:5} {param:5} {N:>4} | {r['t_gd']:7.2f} {r['steps_gd']:>6} | {r['t_nt']:8.3f} "
+                      f"{r['steps_nt']:>5} {r['fallback']:>3} | {r['t_gd'] / r['t_nt']:8.1f}× | {r['z_rel']:9.1e} "
+                      f"{r['F_rel']:9.1e} {r['other']:>6}/64 {r['lower']:>12}{conv}", flush=True)
+    N = max(args.widths)
+    print(f"\nPart 2: {args.iters} training iterations of theory_run at N = {N}, H = 4 (per iteration; "
+          f"× {ITERS} iterations a net)")
+    print(f"{'act':5} {'param':5} | {'GD s/it':>8} {'Newton s/it':>11} {'ratio':>6} | {'GD h/net':>8} "
+          f"{'Newton min/net':>14} | Newton steps / GD steps per iteration | max rel gap of ℒ/F*")
+    for act in ("tanh", "relu"):
+        for param in ("sp", "mupc"):
+            r = training(act, param, N, args.iters)
+            print(f"{act:5} {param:5} | {r['t_gd']:8.2f} {r['t_nt']:11.3f} {r['t_gd'] / r['t_nt']:5.1f}× | "
+                  f"{r['t_gd'] * ITERS / 3600:8.2f} {r['t_nt'] * ITERS / 60:14.1f} | {r['steps_nt']} / {r['steps_gd']}"
+                  f" (fallback {r['fallback']}) | {r['ratio_gap']:.1e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+"""Equilibria of tanh and ReLU nets by Newton's method (spec §3); ``theory.numerical_equilibrium`` (gradient
+descent) stays the reference the tests hold this against.
+
+Why it is cheap. Per sample the hidden errors ε = (ε_1 … ε_H) have the Jacobian T = ∂ε/∂z, unit lower
+block-bidiagonal (I on the diagonal, −J_ℓ below it), and the output error ε_L has E = ∂ε_L/∂z =
+(0, …, 0, −J_H), d_y rows. So the activity Hessian is ``H_z = TᵀT + EᵀE + Λ`` with Λ = −diag(φ''(z) ⊙
+a_{ℓ+1} W_{ℓ+1}ᵀ ε_{ℓ+1}) diagonal, zero for linear and ReLU nets. Its Gauss–Newton part P = TᵀT + EᵀE is
+inverted exactly in O(d_y·H·N²) a sample: T and Tᵀ by one sweep over the layers each, the rank-d_y term
+by Woodbury on a d_y × d_y system (P = Tᵀ(I + GᵀG)T with G = E T⁻¹) — never the O(H·N³) block Cholesky
+of the assembled blocks.
+
+* linear and ReLU nets: one such solve is the exact Newton step (on a fixed ReLU pattern the energy is
+  quadratic, so the step lands on that piece's minimiser);
+* tanh: preconditioned CG on H_z with P as the preconditioner, a fixed number of iterations, each sample
+  stopped at negative curvature (its direction then the Gauss–Newton one, always a descent direction).
+
+Every step ends in a line search over fixed step sizes evaluated at once, so a step reads the host once: the
+convergence test (per-sample RMS (sub)gradient < ``tol``, today's rule) together with the size of the next
+ReLU active set. Where Newton has not converged after ``max_steps`` the reference gradient descent finishes
+from its iterate, and the steps it took are recorded (``fallback_steps``).
+
+ReLU kinks: a unit at z = 0 whose one-sided gradients straddle 0 as at a minimum (left ≤ 0 ≤ right) is
+stationary, as in today's residual (``theory.relu_residual``). Such units are held at 0 (the active set K)
+and the step is a Newton step on the face z_K = 0: there T loses the held units' columns but their errors
+still depend on the layer below, so those rows join E in the Woodbury term (rank d_y + |K|, |K| padded to
+the batch's largest). A free unit at 0 takes the side its one-sided gradients descend to, and a step that
+carries a unit out of its side stops it at 0, as gradient descent does. Any other unit at 0 can still
+descend on one side (``state_at``): Newton moves it and counts it unconverged, where today's residual calls
+some such kinks stationary.
+
+The ReLU energy is piecewise quadratic and not convex: where a sample has several local minima, Newton and
+gradient descent can stop in different ones (``benchmarks/equilibrium.py`` counts them; docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pipeline.studies.mupc.analysis.theory import Equilibrium, numerical_equilibrium, one_sided, pulls, relu_residual
+from pipeline.studies.mupc.energy import errors
+from pipeline.studies.mupc.model import Multipliers, NetSpec, Weights, ddphi, dphi, input_prediction, multipliers
+
+# Step sizes tried at once by the line search, largest first; the largest that decreases the energy enough
+# (Armijo, c = 1e-4) is taken.
+STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 64, 1 / 256)
+ARMIJO = 1e-4
+# Energy differences below this fraction of F are rounding: near z* a Newton step lowers F by ≈ ½ gᵀH⁻¹g,
+# far below float64's resolution of F, and must not be refused for it.
+ROUNDING = 1e-13
+
+
+def _bmm(u: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``u [R, …, n] @ w [R, n, m] → [R, …, m]`` as one batched product over the run axis."""
+    R = u.shape[0]
+    return torch.bmm(u.reshape(R, -1, u.shape[-1]), w).reshape(*u.shape[:-1], w.shape[-1])
+
+
+def _layers_mm(u: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``u [R, L, …, n] @ w [R, L, n, m] → [R, L, …, m]``: every layer's product in one call."""
+    R, L = u.shape[:2]
+    out = torch.bmm(u.reshape(R * L, -1, u.shape[-1]), w.reshape(R * L, *w.shape[-2:]))
+    return out.reshape(*u.shape[:-1], w.shape[-1])
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per-sample inner product of ``[R, H, B, 1, N]`` vectors: ``[R, B]``."""
+    return (a * b).sum(dim=(1, 3, 4))
+
+
+@dataclass
+class Linearisation:
+    """The step's model at z: φ'(z) (ReLU: the side each unit moves on), which units move, and Λ (tanh)."""
+
+    dp: torch.Tensor  # [R, H, B, 1, N]
+    free: torch.Tensor  # [R, H, B, 1, N], 1 where a unit moves, 0 where it is held at a kink
+    curv: torch.Tensor | None  # Λ's diagonal [R, H, B, 1, N] (tanh), else None
+
+
+class Model:
+    """Products with J_ℓ, the T/Tᵀ sweeps, H_z v and the Gauss–Newton solve at one linearisation."""
+
+    def __init__(self, spec: NetSpec, w: Weights, m: Multipliers, lin: Linearisation):
+        self.spec, self.w, self.m, self.lin = spec, w, m, lin
+        self.w_hid_t = w.w_hid.transpose(-1, -2)  # [R, H-1, N, N]: rows of μ_{ℓ+1} = a W φ(z_ℓ)
+
+    # J_ℓ v = a W_{ℓ+1}(φ'(z_ℓ) ⊙ v) + s v (hidden); J_H v = a_L W_L(φ'(z_H) ⊙ v) (read-out)
+    def j(self, v: torch.Tensor, ell: int) -> torch.Tensor:
+        return self.m.a_hid * _bmm(self.lin.dp[:, ell] * v, self.w_hid_t[:, ell]) + self.m.s * v
+
+    def jt(self, u: torch.Tensor, ell: int) -> torch.Tensor:
+        return self.lin.dp[:, ell] * (self.m.a_hid * _bmm(u, self.w.w_hid[:, ell])) + self.m.s * u
+
+    def j_out(self, v: torch.Tensor) -> torch.Tensor:
+        return self.m.a_out * _bmm(self.lin.dp[:, -1] * v, self.w.w_out.transpose(-1, -2))
+
+    def jt_out(self, u: torch.Tensor) -> torch.Tensor:
+        return self.lin.dp[:, -1] * (self.m.a_out * _bmm(u, self.w.w_out))
+
+    def lower(self, v: torch.Tensor) -> torch.Tensor:
+        """Solve T d = v on the free units (forward sweep): d_1 = v_1, d_{ℓ+1} = v_{ℓ+1} + J_ℓ d_ℓ."""
+        f = self.lin.free
+        d = [f[:, 0] * v[:, 0]]
+        for ell in range(self.spec.H - 1):
+            d.append(f[:, ell + 1] * (v[:, ell + 1] + self.j(d[-1], ell)))
+        return torch.stack(d, dim=1)
+
+    def upper(self, r: torch.Tensor) -> torch.Tensor:
+        """Solve Tᵀ u = r on the free units (backward sweep): u_H = r_H, u_ℓ = r_ℓ + J_ℓᵀ u_{ℓ+1}."""
+        f, H = self.lin.free, self.spec.H
+        u = [f[:, H - 1] * r[:, H - 1]]
+        for ell in reversed(range(H - 1)):
+            u.append(f[:, ell] * (r[:, ell] + self.jt(u[-1], ell)))
+        return torch.stack(u[::-1], dim=1)
+
+    def hv(self, v: torch.Tensor) -> torch.Tensor:
+        """H_z v on the free units: TᵀT v + EᵀE v + Λ v, every layer's products at once."""
+        dp, m = self.lin.dp, self.m
+        tv = v.clone()
+        if self.spec.H > 1:  # (T v)_{ℓ+1} = v_{ℓ+1} − J_ℓ v_ℓ
+            tv[:, 1:] -= m.a_hid * _layers_mm(dp[:, :-1] * v[:, :-1], self.w_hid_t) + m.s * v[:, :-1]
+        out = tv.clone()
+        if self.spec.H > 1:  # (Tᵀ u)_ℓ = u_ℓ − J_ℓᵀ u_{ℓ+1}
+            out[:, :-1] -= dp[:, :-1] * (m.a_hid * _layers_mm(tv[:, 1:], self.w.w_hid)) + m.s * tv[:, 1:]
+        out[:, -1] += self.jt_out(self.j_out(v[:, -1]))
+        if self.lin.curv is not None:
+            out = out + self.lin.curv * v
+        return out * self.lin.free
+
+
+class GaussNewton:
+    """P⁻¹ = T⁻¹(I − Gᵀ(I + GGᵀ)⁻¹G)T⁻ᵀ with Gᵀ = T⁻ᵀ[E; rows of held units]ᵀ, factored once a step."""
+
+    def __init__(self, model: Model, held_rows: torch.Tensor | None = None):
+        spec, lin, m, w = model.spec, model.lin, model.m, model.w
+        R, H, B, _, N = lin.dp.shape
+        rhs = torch.zeros(R, H, B, spec.d_y, N, dtype=lin.dp.dtype, device=lin.dp.device)
+        rhs[:, -1] = lin.dp[:, -1] * (m.a_out * w.w_out[:, None])  # E's rows, −J_H up to sign
+        if held_rows is not None:
+            rhs = torch.cat([rhs, held_rows], dim=3)
+        self.model = model
+        self.gt = model.upper(rhs)  # [R, H, B, k, N]
+        k = self.gt.shape[3]
+        s = torch.einsum("rhbkn,rhbjn->rbkj", self.gt, self.gt)
+        s.diagonal(dim1=-2, dim2=-1).add_(1.0)
+        self.chol = torch.linalg.cholesky_ex(s).L if k else s  # S ⪰ I: no failure to check (no host read)
+
+    def solve(self, r: torch.Tensor) -> torch.Tensor:
+        q = self.model.upper(r)
+        if self.gt.shape[3]:
+            c = torch.einsum("rhbkn,rhbn->rbk", self.gt, q[:, :, :, 0])
+            lam = torch.cholesky_solve(c.unsqueeze(-1), self.chol).squeeze(-1)
+            q = q - torch.einsum("rhbkn,rbk->rhbn", self.gt, lam).unsqueeze(3)
+        return self.model.lower(q)
+
+
+def pcg(model: Model, gn: GaussNewton, g: torch.Tensor, iters: int,
+        rtol: float = 1e-12) -> tuple[torch.Tensor, torch.Tensor]:
+    """Approximately solve H_z d = −g per sample by CG preconditioned with P, ``iters`` iterations without
+    reading the host: a sample stops where its residual falls below ``rtol`` (relative, P⁻¹-norm) or at
+    negative curvature, keeping its last iterate (the preconditioned gradient if that is the first). Returns
+    the Newton direction and the Gauss–Newton one, −P⁻¹g."""
+    r = -g
+    zt = gauss_newton = gn.solve(r)
+    p, rz = zt, _dot(r, zt)
+    rz0 = rz
+    x = torch.zeros_like(g)
+    going = torch.ones_like(rz, dtype=torch.bool)
+    for it in range(iters):
+        hp = model.hv(p)
+        php = _dot(p, hp)
+        curved = php > 0
+        if it == 0:  # negative curvature at once: the Gauss–Newton direction
+            x = torch.where((~curved)[:, None, :, None, None], zt, x)
+        step = going & curved
+        alpha = torch.where(step, rz / torch.where(curved, php, torch.ones_like(php)), torch.zeros_like(php))
+        x = x + alpha[:, None, :, None, None] * p
+        r = r - alpha[:, None, :, None, None] * hp
+        zt = gn.solve(r)
+        rz_new = _dot(r, zt)
+        going = step & (rz_new > rtol**2 * rz0)
+        beta = torch.where(going, rz_new / torch.where(rz > 0, rz, torch.ones_like(rz)), torch.zeros_like(rz))
+        p = zt + beta[:, None, :, None, None] * p
+        rz = rz_new
+    return x, gauss_newton
+
+
+@dataclass
+class State:
+    """Everything a step needs at z: energy, model gradient, residual, the ReLU pattern and held set."""
+
+    z: torch.Tensor
+    f: torch.Tensor  # [R, B] per-sample energy
+    grad: torch.Tensor  # [R, H, B, N] gradient of the step's model (ReLU: on each unit's side)
+    residual: torch.Tensor  # [R, B] per-sample RMS (sub)gradient
+    dp: torch.Tensor  # [R, H, B, N]
+    held: torch.Tensor | None  # [R, H, B, N] bool (ReLU)
+    curv: torch.Tensor | None  # [R, H, B, N] (tanh)
+
+
+def state_at(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, m: Multipliers,
+             mu1: torch.Tensor) -> State:
+    eps, eps_out = errors(spec, w, x, y, z, m, mu1)
+    f = 0.5 * (eps.pow(2).sum(dim=(1, 3)) + eps_out.pow(2).sum(dim=2))
+    if spec.act == "relu":
+        left, right = one_sided(spec, w, z, eps, eps_out, m)
+        at0 = z == 0
+        held = at0 & (left <= 0) & (right >= 0)  # a convex kink: a local minimum along the unit
+        # Today's residual calls every kink whose one-sided gradients do not share a sign stationary (Clarke),
+        # a concave one (left > 0 > right) or one with a zero slope beside a descending one too. Gradient
+        # descent never climbs onto those; a Newton step can land there, so Newton leaves them on the steeper
+        # descending side and counts them unconverged by that slope.
+        descent = torch.maximum(left.clamp_min(0.0), (-right).clamp_min(0.0))
+        res = torch.where(at0 & ~held, descent, relu_residual(z, left, right))
+        up = (z > 0) | (at0 & ~held & (-right >= left))  # the side a unit moves on: φ' = 1 above 0
+        dp = up.to(z.dtype)
+        grad = torch.where(up, right, left).masked_fill(held, 0.0)
+        return State(z, f, grad, res.pow(2).mean(dim=(1, 3)).sqrt(), dp, held, None)
+    pull, skip = pulls(spec, w, eps, eps_out, m)
+    dp = dphi(spec.act, z)
+    grad = eps - skip - dp * pull
+    curv = -ddphi(spec.act, z) * pull if spec.act == "tanh" else None
+    return State(z, f, grad, grad.pow(2).mean(dim=(1, 3)).sqrt(), dp, None, curv)
+
+
+def held_rows(spec: NetSpec, w: Weights, m: Multipliers, st: State, k: int) -> torch.Tensor | None:
+    """The errors of held units as rows over the layer below (e_iᵀ J_{ℓ−1}): ``[R, H, B, k, N]``, padded
+    with zero rows to the batch's largest active set ``k`` (a held unit of the first layer has no such row:
+    its error depends on no other activity)."""
+    if not k:
+        return None
+    R, H, B, N = st.z.shape
+    held = st.held.clone()
+    held[:, 0] = False
+    flat = held.permute(0, 2, 1, 3).reshape(R, B, H * N)
+    score, idx = flat.to(st.z.dtype).topk(k, dim=-1)  # [R, B, k]: held units first
+    ell, unit = idx // N, idx % N
+    below = (ell - 1).clamp_min(0)
+    r_idx = torch.arange(R, device=idx.device)[:, None, None]
+    rows = m.a_hid * w.w_hid[r_idx, below, unit]  # [R, B, k, N]: a W_ℓ[i, :]
+    b_idx = torch.arange(B, device=idx.device)[None, :, None]
+    dp_below = st.dp[r_idx, below, b_idx]  # [R, B, k, N]
+    units = torch.arange(N, device=idx.device)
+    rows = rows * dp_below + m.s * (unit.unsqueeze(-1) == units).to(rows.dtype)
+    rows = rows * score.unsqueeze(-1)  # padding rows vanish
+    onehot = (below.unsqueeze(-1) == torch.arange(H, device=idx.device)).to(rows.dtype)  # [R, B, k, H]
+    return torch.einsum("rbkh,rbkn->rhbkn", onehot, rows)
+
+
+def _project(spec: NetSpec, z: torch.Tensor, st: State) -> torch.Tensor:
+    """ReLU: keep every unit on its side of 0 (a unit that would cross stops at 0), held units at 0."""
+    if spec.act != "relu":
+        return z
+    z = torch.where(st.dp > 0, z.clamp_min(0.0), z.clamp_max(0.0))
+    return z.masked_fill(st.held, 0.0)
+
+
+def line_search(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, st: State,
+                tries: list[tuple[torch.Tensor, float]], m: Multipliers, mu1: torch.Tensor,
+                moving: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every (direction, step size) of ``tries`` at once, in order of preference; per sample the first with
+    enough decrease (Armijo) is taken. Returns the new z and which samples found none (they stay)."""
+    z_new, found = st.z, torch.zeros_like(moving)
+    noise = ROUNDING * st.f.abs()
+    for d, a in reversed(tries):  # the most preferred accepted wins: it is written last
+        za = _project(spec, st.z + a * d, st)
+        eps, eps_out = errors(spec, w, x, y, za, m, mu1)
+        fa = 0.5 * (eps.pow(2).sum(dim=(1, 3)) + eps_out.pow(2).sum(dim=2))
+        decrease = (st.grad * (za - st.z)).sum(dim=(1, 3))
+        ok = moving & (fa <= st.f + ARMIJO * decrease + noise)
+        z_new = torch.where(ok[:, None, :, None], za, z_new)
+        found = found | ok
+    return z_new, moving & ~found
+
+
+def newton_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z0: torch.Tensor, *,
+                       tol: float = 1e-8, max_steps: int = 50, cg_iters: int = 3,
+                       fallback_max_steps: int = 20000) -> Equilibrium:
+    """z* per sample by Newton (module docstring), from ``z0 [R, H, B, N]`` (float64). Converged when every
+    sample's RMS (sub)gradient is below ``tol``; otherwise gradient descent finishes (at most
+    ``fallback_max_steps``; 0: none)."""
+    if spec.act not in ("linear", "tanh", "relu"):
+        raise ValueError(f"activation {spec.act!r} is not one of linear, tanh, relu")
+    m = multipliers(spec)
+    mu1 = input_prediction(w, m, x)
+    st = state_at(spec, w, x, y, z0.clone(), m, mu1)
+    failed = torch.zeros_like(st.f, dtype=torch.long)
+    steps = 0
+    while True:
+        done = st.residual < tol
+        # held units below the first layer, the most in one sample: the rank the ReLU step adds
+        k = st.held[:, 1:].sum(dim=(1, 3)).max() if st.held is not None and spec.H > 1 else done.new_zeros(())
+        all_done, k = torch.stack([done.all().long(), k.long()]).tolist()  # the step's one host read
+        if all_done or steps == max_steps:
+            break
+        steps += 1
+        lin = Linearisation(st.dp.unsqueeze(3), (~st.held if st.held is not None else torch.ones_like(
+            st.dp, dtype=torch.bool)).to(st.z.dtype).unsqueeze(3),
+            st.curv.unsqueeze(3) if st.curv is not None else None)
+        model = Model(spec, w, m, lin)
+        gn = GaussNewton(model, held_rows(spec, w, m, st, k) if st.held is not None else None)
+        g = st.grad.unsqueeze(3)
+        if lin.curv is None:  # linear, ReLU: the Gauss–Newton step is the Newton step
+            tries = [(gn.solve(-g).squeeze(3), a) for a in STEP_SIZES]
+        else:  # tanh: Newton first, then the Gauss–Newton direction (always descending) where it fails
+            newton_d, gn_d = (d.squeeze(3) for d in pcg(model, gn, g, cg_iters))
+            tries = [(newton_d, a) for a in STEP_SIZES[:4]] + [(gn_d, a) for a in STEP_SIZES]
+        z, stuck = line_search(spec, w, x, y, st, tries, m, mu1, ~done)
+        failed += stuck.long()
+        st = state_at(spec, w, x, y, z, m, mu1)
+    residual = st.residual.amax(dim=1)
+    if all_done or not fallback_max_steps:
+        return Equilibrium(st.z, steps, residual, bool(all_done), fallback_steps=0, failed_steps=int(failed.sum()))
+    ref = numerical_equilibrium(spec, w, x, y, st.z, tol=tol, max_steps=fallback_max_steps)
+    return Equilibrium(ref.z, steps, ref.residual, ref.converged, fallback_steps=ref.steps,
+                       failed_steps=int(failed.sum()))

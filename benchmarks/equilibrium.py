@@ -9,7 +9,8 @@ initialisation, both solvers from the feed-forward state to the stage's toleranc
 after a warm-up; printed: time and steps each way, the ratio, and how far the answers are apart — the largest
 relative difference of z* and the relative difference of the batch's F*; for ReLU the number of samples whose
 equilibria differ by more than 1e-6 (another local minimum: the ReLU energy is piecewise quadratic and not
-convex) and which solver's F* is lower there.
+convex) and which solver's F* is lower there, and how many samples gradient descent itself moves to another
+point when its step is a quarter as long (ReLU: is its minimum a property of the flow or of its step?).
 
 Part 2, training: ``--iters`` iterations of ``theory_run`` (equilibrium, Adam step) for the largest width each
 way, extrapolated to the unit's 937 iterations per net; the Newton steps per equilibrium are printed (they are
@@ -23,7 +24,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -35,9 +38,10 @@ from pipeline.studies.mupc.analysis.train import mnist_batches, theory_run, theo
 from pipeline.studies.mupc.model import feedforward, init_weights
 
 TOL, GD_CAP, SEED, ITERS = 1e-8, 20000, 4320, 937
+T = TypeVar("T")
 
 
-def timed(fn):
+def timed(fn: Callable[[], T]) -> tuple[T, float]:
     t = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - t
@@ -54,7 +58,12 @@ def one_solve(act: str, param: str, N: int, x: torch.Tensor, y: torch.Tensor) ->
     f_nt = theory.per_sample_energy(spec, w, x, y, nt.z)[0]
     per_sample = ((nt.z - gd.z).abs().amax(dim=(1, 3)) / gd.z.abs().amax())[0]
     other = per_sample > 1e-6
-    return {"act": act, "param": param, "N": N, "t_gd": t_gd, "steps_gd": gd.steps, "gd_conv": gd.converged,
+    # ReLU: does gradient descent's own choice of minimum depend on its step? (a quarter of the step)
+    slow = (theory.numerical_equilibrium(spec, w, x, y, z0, tol=TOL, max_steps=4 * GD_CAP, safety=4.0).z
+            if act == "relu" else gd.z)
+    gd_moves = int(((slow - gd.z).abs().amax(dim=(1, 3)) / gd.z.abs().amax() > 1e-6).sum())
+    return {"gd_moves": gd_moves,
+            "act": act, "param": param, "N": N, "t_gd": t_gd, "steps_gd": gd.steps, "gd_conv": gd.converged,
             "t_nt": t_nt, "steps_nt": nt.steps, "nt_conv": nt.converged, "fallback": nt.fallback_steps,
             "z_rel": float(per_sample.max()), "F_rel": float((f_nt.sum() - f_gd.sum()) / f_gd.sum()),
             "other": int(other.sum()), "lower": int((f_nt < f_gd)[other].sum())}
@@ -80,7 +89,8 @@ def main() -> None:
     x, y = mnist_batches(1, 64, SEED, None, "cpu", torch.float64)[0]
     print("Part 1: one equilibrium, H = 4, B = 64, tol 1e-8, at initialisation (one core)")
     print(f"{'act':5} {'param':5} {'N':>4} | {'GD s':>7} {'steps':>6} | {'Newton s':>8} {'steps':>5} {'fb':>3} | "
-          f"{'GD/Newton':>9} | {'max rel z':>9} {'rel F*':>9} {'other min':>9} {'Newton lower':>12}")
+          f"{'GD/Newton':>9} | {'max rel z':>9} {'rel F*':>9} {'other min':>9} {'Newton lower':>12} | "
+          f"{'GD ¼ step: other':>16}")
     for N in args.widths:
         for act in ("tanh", "relu"):
             for param in ("sp", "mupc"):
@@ -88,7 +98,8 @@ def main() -> None:
                 conv = "" if r["gd_conv"] and r["nt_conv"] else " (not converged)"
                 print(f"{act:5} {param:5} {N:>4} | {r['t_gd']:7.2f} {r['steps_gd']:>6} | {r['t_nt']:8.3f} "
                       f"{r['steps_nt']:>5} {r['fallback']:>3} | {r['t_gd'] / r['t_nt']:8.1f}× | {r['z_rel']:9.1e} "
-                      f"{r['F_rel']:9.1e} {r['other']:>6}/64 {r['lower']:>12}{conv}", flush=True)
+                      f"{r['F_rel']:9.1e} {r['other']:>6}/64 {r['lower']:>12} | "
+                      f"{r['gd_moves']:>13}/64{conv}", flush=True)
     N = max(args.widths)
     print(f"\nPart 2: {args.iters} training iterations of theory_run at N = {N}, H = 4 (per iteration; "
           f"× {ITERS} iterations a net)")

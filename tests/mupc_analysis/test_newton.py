@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pipeline.studies.mupc import hessian as hz
-from pipeline.studies.mupc.analysis import newton, theory
+from pipeline.studies.mupc.analysis import cost, newton, theory
 from pipeline.studies.mupc.analysis.train import theory_run
 from pipeline.studies.mupc.energy import errors
 from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights, input_prediction, multipliers
@@ -194,3 +194,9 @@ def test_a_newton_step_reads_the_host_once(act):
     steps = int(out["eq_steps"].sum())
     assert steps > 0 and out["eq_fallback_steps"].sum() == 0
     assert reads <= steps + 2 + 8 * len(batches), (reads, steps)
+
+
+def test_the_cost_model_counts_the_line_search_newton_runs():
+    """cost.py stays free of torch, so it names the tries a step makes; they must be newton.py's."""
+    sizes = len(newton.STEP_SIZES)
+    assert {"relu": sizes, "tanh": newton.NEWTON_TRIES + sizes} == cost.LINE_SEARCH_TRIES

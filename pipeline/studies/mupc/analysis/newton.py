@@ -15,9 +15,10 @@ of the assembled blocks.
   stopped at negative curvature (its direction then the Gauss–Newton one, always a descent direction).
 
 Every step ends in a line search over fixed step sizes evaluated at once, so a step reads the host once: the
-convergence test (per-sample RMS (sub)gradient < ``tol``, today's rule) together with the size of the next
-ReLU active set. Where Newton has not converged after ``max_steps`` the reference gradient descent finishes
-from its iterate, and the steps it took are recorded (``fallback_steps``).
+convergence test (every sample's RMS (sub)gradient < ``tol``; gradient descent tests each run's RMS over its
+samples, which this implies) together with the size of the next ReLU active set. Where Newton has not
+converged after ``max_steps`` the reference gradient descent finishes from its iterate, and the steps it took
+are recorded (``fallback_steps``).
 
 ReLU kinks: a unit at z = 0 whose one-sided gradients straddle 0 as at a minimum (left ≤ 0 ≤ right) is
 stationary, as in today's residual (``theory.relu_residual``). Such units are held at 0 (the active set K)
@@ -38,13 +39,21 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.studies.mupc.analysis.theory import Equilibrium, numerical_equilibrium, one_sided, pulls, relu_residual
+from pipeline.studies.mupc.analysis.theory import (
+    Equilibrium,
+    numerical_equilibrium,
+    one_sided,
+    pulls,
+    relu_residual,
+    sample_energies,
+)
 from pipeline.studies.mupc.energy import errors
 from pipeline.studies.mupc.model import Multipliers, NetSpec, Weights, ddphi, dphi, input_prediction, multipliers
 
 # Step sizes tried at once by the line search, largest first; the largest that decreases the energy enough
 # (Armijo, c = 1e-4) is taken.
 STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 64, 1 / 256)
+NEWTON_TRIES = 4  # tanh: the first sizes along Newton's direction, then all along Gauss–Newton's
 ARMIJO = 1e-4
 # Energy differences below this fraction of F are rounding: near z* a Newton step lowers F by ≈ ½ gᵀH⁻¹g,
 # far below float64's resolution of F, and must not be refused for it.
@@ -198,11 +207,17 @@ class State:
     held: torch.Tensor | None  # [R, H, B, N] bool (ReLU)
     curv: torch.Tensor | None  # [R, H, B, N] (tanh)
 
+    def linearisation(self) -> Linearisation:
+        """The step's model, with the column axis of :class:`Model`'s vectors."""
+        free = torch.ones_like(self.dp) if self.held is None else (~self.held).to(self.dp.dtype)
+        return Linearisation(self.dp.unsqueeze(3), free.unsqueeze(3),
+                             None if self.curv is None else self.curv.unsqueeze(3))
+
 
 def state_at(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor, m: Multipliers,
              mu1: torch.Tensor) -> State:
     eps, eps_out = errors(spec, w, x, y, z, m, mu1)
-    f = 0.5 * (eps.pow(2).sum(dim=(1, 3)) + eps_out.pow(2).sum(dim=2))
+    f = sample_energies(eps, eps_out)
     if spec.act == "relu":
         left, right = one_sided(spec, w, z, eps, eps_out, m)
         at0 = z == 0
@@ -266,7 +281,7 @@ def line_search(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, st:
     for d, a in reversed(tries):  # the most preferred accepted wins: it is written last
         za = _project(spec, st.z + a * d, st)
         eps, eps_out = errors(spec, w, x, y, za, m, mu1)
-        fa = 0.5 * (eps.pow(2).sum(dim=(1, 3)) + eps_out.pow(2).sum(dim=2))
+        fa = sample_energies(eps, eps_out)
         decrease = (st.grad * (za - st.z)).sum(dim=(1, 3))
         ok = moving & (fa <= st.f + ARMIJO * decrease + noise)
         z_new = torch.where(ok[:, None, :, None], za, z_new)
@@ -295,9 +310,7 @@ def newton_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tens
         if all_done or steps == max_steps:
             break
         steps += 1
-        lin = Linearisation(st.dp.unsqueeze(3), (~st.held if st.held is not None else torch.ones_like(
-            st.dp, dtype=torch.bool)).to(st.z.dtype).unsqueeze(3),
-            st.curv.unsqueeze(3) if st.curv is not None else None)
+        lin = st.linearisation()
         model = Model(spec, w, m, lin)
         gn = GaussNewton(model, held_rows(spec, w, m, st, k) if st.held is not None else None)
         g = st.grad.unsqueeze(3)
@@ -305,7 +318,7 @@ def newton_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tens
             tries = [(gn.solve(-g).squeeze(3), a) for a in STEP_SIZES]
         else:  # tanh: Newton first, then the Gauss–Newton direction (always descending) where it fails
             newton_d, gn_d = (d.squeeze(3) for d in pcg(model, gn, g, cg_iters))
-            tries = [(newton_d, a) for a in STEP_SIZES[:4]] + [(gn_d, a) for a in STEP_SIZES]
+            tries = [(newton_d, a) for a in STEP_SIZES[:NEWTON_TRIES]] + [(gn_d, a) for a in STEP_SIZES]
         z, stuck = line_search(spec, w, x, y, st, tries, m, mu1, ~done)
         failed += stuck.long()
         st = state_at(spec, w, x, y, z, m, mu1)

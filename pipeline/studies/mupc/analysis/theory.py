@@ -119,11 +119,16 @@ def closed_form_energy(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tens
     return torch.stack(out)
 
 
+def sample_energies(eps: torch.Tensor, eps_out: torch.Tensor) -> torch.Tensor:
+    """F_b from the errors, ½ (Σ_ℓ ‖ε_ℓ,b‖² + ‖ε_L,b‖²), for every run and sample: ``[R, B]``."""
+    return 0.5 * (eps.pow(2).sum(dim=(1, 3)) + eps_out.pow(2).sum(dim=2))
+
+
 def per_sample_energy(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor,
                       activity_decay: float = 0.0) -> torch.Tensor:
     """F_b(z) for every run and sample: ``[R, B]`` (the batch energy is its mean)."""
     eps, eps_out = errors(spec, w, x, y, z)
-    f = 0.5 * (eps.pow(2).sum(dim=(1, 3)) + eps_out.pow(2).sum(dim=2))
+    f = sample_energies(eps, eps_out)
     if activity_decay:
         f = f + 0.5 * activity_decay * z.pow(2).sum(dim=(1, 3))
     return f
@@ -238,7 +243,7 @@ def numerical_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.T
 
     def errs(zz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         e, eo = errors(spec, w, x, y, zz, m, mu1)
-        return e, eo, 0.5 * (e.pow(2).sum(dim=(1, 3)) + eo.pow(2).sum(dim=2))
+        return e, eo, sample_energies(e, eo)
 
     eps, eps_out, f_prev = errs(z)
     rms = torch.full((z.shape[0],), float("inf"), dtype=z.dtype, device=z.device)

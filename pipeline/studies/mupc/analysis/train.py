@@ -245,7 +245,8 @@ def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float
                cg_iters: int = 3) -> dict[str, np.ndarray]:
     """PC with exact (linear) or numerical (tanh, relu) inference: per iteration ℒ, F*, ℒ/F*, then an Adam
     step on ∇_θ F at z*. Linear nets also record the closed form ½ rᵀS⁻¹r and its gap to F(z*); numerical
-    equilibria their residual, steps, and the gradient-descent steps of a Newton fallback."""
+    equilibria their residual, steps, the samples × Newton steps whose line search found no decrease, and the
+    gradient-descent steps of a Newton fallback."""
     device = batches[0][0].device
     w = init_weights(spec, [seed], dtype=torch.float64, device=device)
     opt = Adam(w.tensors(), lr)
@@ -255,7 +256,7 @@ def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float
         out["closed_form_energies"] = np.zeros(n)
     else:
         out.update(eq_residuals=np.zeros(n), eq_steps=np.zeros(n, dtype=np.int64),
-                   eq_fallback_steps=np.zeros(n, dtype=np.int64))
+                   eq_fallback_steps=np.zeros(n, dtype=np.int64), eq_failed_steps=np.zeros(n, dtype=np.int64))
     for k, (x, y) in enumerate(batches):
         z0, y_hat = feedforward(spec, w, x)
         loss = float(theory.summed_loss(y_hat, y)[0])
@@ -270,7 +271,7 @@ def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float
                 eq = theory.numerical_equilibrium(spec, w, x, y, z0, tol=eq_tol, max_steps=eq_max_steps)
             z = eq.z
             out["eq_residuals"][k], out["eq_steps"][k] = float(eq.residual.max()), eq.steps
-            out["eq_fallback_steps"][k] = eq.fallback_steps
+            out["eq_fallback_steps"][k], out["eq_failed_steps"][k] = eq.fallback_steps, eq.failed_steps
         f_star = float(theory.per_sample_energy(spec, w, x, y, z).mean())
         out["train_losses"][k], out["train_energies"][k] = loss, f_star
         out["loss_energy_ratios"][k] = loss / f_star
@@ -290,6 +291,9 @@ def theory_record(key: str, params: dict[str, Any], out: dict[str, np.ndarray]) 
     metrics = {}
     if "eq_residuals" in out:
         metrics["max_eq_residual"] = float(np.max(out["eq_residuals"]))
+        metrics["mean_eq_steps"] = float(np.mean(out["eq_steps"]))
+        metrics["eq_fallback_steps"] = float(np.sum(out["eq_fallback_steps"]))
+        metrics["eq_failed_steps"] = float(np.sum(out["eq_failed_steps"]))
     if "closed_form_energies" in out:
         gap = np.max(np.abs(out["closed_form_energies"] - out["train_energies"]) / np.abs(out["train_energies"]))
         metrics["closed_form_rel_gap"] = float(gap)
@@ -321,10 +325,10 @@ def train_theory_width(ctx: Context, unit: str) -> Output:
     arrays, runs = {}, []
     t0 = time.perf_counter()
     cells = list(itertools.product(tw.acts, tw.params, tw.widths))
+    solver = {"newton": "Newton", "gd": "GD"}[tw.eq_solver]
     for act, param, N in ctx.track(cells, total=len(cells), desc="theory across width", unit="net"):
         spec = theory_spec(act, param, N, tw.depth)
         key = theory_key(act, param, N, tw.depth)
-        solver = {"newton": "Newton", "gd": "GD"}[tw.eq_solver]
         inference = "exact (block Cholesky)" if act == "linear" else f"numerical equilibrium ({solver}, float64)"
         out = theory_run(spec, batches, tw.param_lr, tw.seed, tw.eq_tol, tw.eq_max_steps, tw.eq_solver,
                          tw.newton_max_steps, tw.cg_iters)

@@ -24,7 +24,16 @@ sweeps' shapes, S1–S5 and S9) the same way. Columns:
   ``mupc/training/cost.py``: ``iteration_flops``, the engine's inference front included) per second,
   and their share of the card's matrix-product peak measured in the same run (a large ``torch.matmul``,
   float32 with TF32 off and on, float64);
-* ``graph/eager``: the speed-up of the replay.
+* ``graph/eager``: the speed-up of the replay;
+* ``GB/it``, ``TB/s``, ``%bw`` and ``%floor``: the bytes one iteration of the stack moves by the count of
+  ``mupc/training/cost.py`` (``iteration_bytes``, the engine's kernels), the bandwidth that count reaches at
+  the best rate, its share of the device-to-device copy bandwidth measured in the same run, and the share of
+  the memory floor (each weight read once and each activity read and written once per inference step):
+  the floor's time at the copy bandwidth over the measured time. A stack is bandwidth-bound where ``%bw``
+  nears 100, whatever ``%peak`` says.
+
+``--graph-max-stack R`` times stacks above R eagerly only (no capture): the capture of a deep 64-run stack
+costs a minute for nothing.
 
 At the end: the paper profile's PC training estimated from these rates (each stacked group of the paper
 profile at the rate of the nearest measured shape and the largest measured stack not above its size, in
@@ -44,6 +53,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -65,14 +75,14 @@ FLOAT64_SHAPES = ["128:8:500", "512:8:8"]  # the float64 sweeps: S1–S5 (N = 12
 QUICK_FLOAT64_SHAPES = ["512:8:8"]
 
 
-def flop_count() -> Callable[..., tuple[float, float]]:
-    """The project's FLOP count of one training iteration, ``iteration_flops(N, H, T, ...)`` of
-    ``pipeline/studies/mupc/training/cost.py``. Importing it runs the training package's ``__init__``, which
-    reads the params schema (PyYAML); where that is missing the function alone is compiled from the file's
-    source (pure arithmetic: it needs nothing else)."""
+def cost_function(name: str = "iteration_flops") -> Callable[..., Any]:
+    """A counting function of ``pipeline/studies/mupc/training/cost.py``: ``iteration_flops(N, H, T, ...)``
+    (FLOPs of one training iteration) or ``iteration_bytes`` (its bytes). Importing it runs the training
+    package's ``__init__``, which reads the params schema (PyYAML); where that is missing the function alone is
+    compiled from the file's source (pure arithmetic: it needs nothing else)."""
     try:
-        from pipeline.studies.mupc.training.cost import iteration_flops
-        return iteration_flops
+        from pipeline.studies.mupc.training import cost
+        return getattr(cost, name)
     except ImportError:
         pass
     path = ROOT / "pipeline" / "studies" / "mupc" / "training" / "cost.py"
@@ -82,11 +92,32 @@ def flop_count() -> Callable[..., tuple[float, float]]:
                 and all(isinstance(e, ast.Constant) for e in ast.walk(n.value) if isinstance(e, ast.expr)
                         and not isinstance(e, ast.Tuple)))
 
+    def table(n: ast.stmt) -> bool:  # module tables such as ``ENGINE_ACTIVITY_PASSES = {"relu": 25, ...}``
+        return isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)
+
     keep = [n for n in tree.body
-            if (isinstance(n, ast.FunctionDef) and n.name == "iteration_flops") or constant(n)]
+            if (isinstance(n, ast.FunctionDef) and n.name == name) or constant(n) or table(n)]
     namespace: dict[str, object] = {}
     exec(compile(ast.Module(body=keep, type_ignores=[]), str(path), "exec"), namespace)
-    return namespace["iteration_flops"]  # type: ignore[return-value]
+    return namespace[name]  # type: ignore[return-value]
+
+
+def copy_bandwidth(n_bytes: int = 2**31, reps: int = 10) -> float:
+    """Bytes per second of the best of ``reps`` device-to-device copies of ``n_bytes`` (read and written
+    counted): the memory bandwidth the card reaches in practice."""
+    a = torch.empty(n_bytes // 4, device=DEVICE, dtype=torch.float32)
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    best = math.inf
+    for _ in range(reps):
+        sync()
+        t = time.perf_counter()
+        b.copy_(a)
+        sync()
+        best = min(best, time.perf_counter() - t)
+    del a, b
+    return 2 * n_bytes / best
 
 
 def sync() -> None:
@@ -127,6 +158,9 @@ class Row:
     graph_ok: bool = False
     note: str = ""
 
+    def best_its(self) -> float:
+        return self.graph_its if self.graph_ok else self.eager_its
+
 
 def steady(it: GroupIteration, orders: torch.Tensor, target: float) -> float:
     """Training iterations per second of one stack (steady state: two warm-up iterations, then enough
@@ -148,8 +182,9 @@ def steady(it: GroupIteration, orders: torch.Tensor, target: float) -> float:
 
 
 @torch.no_grad()
-def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: float) -> list[Row]:
-    """One group set up once; per precision: eager, then capture + check, then the replay."""
+def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: float, graphs: bool = True
+                ) -> list[Row]:
+    """One group set up once; per precision: eager, then (``graphs``) capture + check, then the replay."""
     dtype = torch.float64 if precisions == ["float64"] else torch.float32
     spec = NetSpec(D=D, N=N, H=H, d_y=D_Y, act="relu", skips=True, param="mupc", init="standard_gauss")
     g = torch.Generator(device=DEVICE).manual_seed(0)
@@ -170,6 +205,10 @@ def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: f
         set_matmul_precision(DEVICE, prec)
         it.replay, it.outputs = None, None
         row.eager_its = R * steady(it, orders, target)
+        if not graphs:
+            row.note = "graphs not tried (--graph-max-stack)"
+            rows.append(row)
+            continue
         sync()
         t = time.perf_counter()
         why = it.enable_graph([orders[0], orders[1]])
@@ -215,7 +254,7 @@ def paper_estimate(rows: list[Row], flops: Callable[..., tuple[float, float]]) -
             same = [r for r in cands if dist(r) == near]
             below = [r for r in same if r.R <= R]
             m = max(below, key=lambda r: r.R) if below else min(same, key=lambda r: r.R)
-            its = m.graph_its if m.graph_ok else m.eager_its
+            its = m.best_its()
             rate = its * flops(m.N, m.H, m.T)[1]  # executed FLOP/s of the measured stack
             work = R * rc.epochs * its_per_epoch * flops(rc.N, rc.H, rc.T, front=not rc.activity_decay)[1]
             per_sweep[unit] = per_sweep.get(unit, 0.0) + work / rate
@@ -248,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tf32", choices=["both", "on", "off"], default="both")
     ap.add_argument("--target", type=float, default=0.5, help="seconds of steady state timed per setting")
     ap.add_argument("--peak-n", type=int, default=8192, help="matrix size of the peak measurement")
+    ap.add_argument("--graph-max-stack", type=int, default=None,
+                    help="capture CUDA graphs only for stacks of at most this many runs (default: every stack)")
     ap.add_argument("--json", type=Path, help="also write every row and the peaks to this JSON file")
     a = ap.parse_args(argv)
     a.shapes = a.shapes or (PAPER_SHAPES if a.paper else QUICK_SHAPES)
@@ -257,25 +298,38 @@ def main(argv: list[str] | None = None) -> int:
         print("pc_gpu: no CUDA device (torch.cuda.is_available() is False); nothing measured")
         return 0
     t_start = time.perf_counter()
-    flops = flop_count()
+    flops, nbytes = cost_function("iteration_flops"), cost_function("iteration_bytes")
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, μPC ReLU skips, B={B}, GD inference, "
           f"synthetic data; it/s summed over the runs of a stack")
     peak = {"float32": matmul_peak(torch.float32, False, a.peak_n), "tf32": matmul_peak(torch.float32, True, a.peak_n)}
     if not a.no_float64 and a.float64:
         peak["float64"] = matmul_peak(torch.float64, False, a.peak_n)
     print(f"matmul peak (n = {a.peak_n}): " + ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in peak.items()))
+    bw = copy_bandwidth()
+    print(f"device-to-device copy: {bw / 1e12:.2f} TB/s (read and written counted)")
+
+    def traffic(r: Row) -> dict[str, float]:
+        """GB per stack iteration by the engine's count, the TB/s it reaches at the best rate, its share of the
+        copy bandwidth and the memory floor's share (floor time at the copy bandwidth over the measured time)."""
+        size = 8 if r.precision == "float64" else 4
+        engine = nbytes(r.N, r.H, r.T, "relu", r.R, B, size, "engine")
+        floor = nbytes(r.N, r.H, r.T, "relu", r.R, B, size, "floor")
+        per_s = r.best_its() / r.R  # stack iterations per second
+        return {"gb_per_it": engine / 1e9, "tb_per_s": engine * per_s / 1e12,
+                "pct_bandwidth": 100 * engine * per_s / bw, "pct_floor": 100 * floor * per_s / bw}
     precs = {"both": ["float32", "tf32"], "on": ["tf32"], "off": ["float32"]}[a.tf32]
     plan = [(s, R, precs) for s in a.shapes for R in a.stacks]
     if not a.no_float64:
         plan += [(s, R, ["float64"]) for s in (a.float64 or []) for R in a.float64_stacks]
     hdr = (f"{'N':>4} {'H':>3} {'T':>3} {'R':>3} {'prec':>7} | {'setup s':>7} {'capture s':>9} | {'eager it/s':>10} "
-           f"{'graph it/s':>10} {'graph/eager':>11} | {'TFLOP/s':>7} {'%peak':>5} | note")
+           f"{'graph it/s':>10} {'graph/eager':>11} | {'TFLOP/s':>7} {'%peak':>5} | {'GB/it':>7} {'TB/s':>5} "
+           f"{'%bw':>4} {'%floor':>6} | note")
     print(hdr)
     rows: list[Row] = []
     for shape, R, ps in plan:
         N, H, T = (int(v) for v in shape.split(":"))
         try:
-            got = bench_group(N, H, T, R, ps, a.target)
+            got = bench_group(N, H, T, R, ps, a.target, a.graph_max_stack is None or a.graph_max_stack >= R)
         except torch.OutOfMemoryError:
             got = [Row(N, H, T, R, p, note="out of memory") for p in ps]
         except Exception as exc:  # one failing setting is a finding, not the end of the measurement
@@ -284,11 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.empty_cache()
         for r in got:
             rows.append(r)
-            best = r.graph_its if r.graph_ok else r.eager_its
-            tf = best * flops(N, H, T)[1] / 1e12
+            tf = r.best_its() * flops(N, H, T)[1] / 1e12
+            m = traffic(r)
             print(f"{N:>4} {H:>3} {T:>3} {R:>3} {r.precision:>7} | {r.setup_s:>7.2f} {r.capture_s:>9.2f} | "
                   f"{r.eager_its:>10.1f} {r.graph_its:>10.1f} {r.graph_its / r.eager_its:>10.2f}x | "
-                  f"{tf:>7.2f} {100 * tf * 1e12 / peak[r.precision]:>5.1f} | {r.note}", flush=True)
+                  f"{tf:>7.2f} {100 * tf * 1e12 / peak[r.precision]:>5.1f} | {m['gb_per_it']:>7.1f} "
+                  f"{m['tb_per_s']:>5.2f} {m['pct_bandwidth']:>4.0f} {m['pct_floor']:>6.1f} | {r.note}", flush=True)
     estimate = paper_estimate(rows, flops)
     for line in estimate:
         print(line)
@@ -296,13 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"benchmark took {took:.0f} s")
     if a.json:
         def record(r: Row) -> dict:
-            best = r.graph_its if r.graph_ok else r.eager_its
-            tflops = best * flops(r.N, r.H, r.T)[1] / 1e12
+            tflops = r.best_its() * flops(r.N, r.H, r.T)[1] / 1e12
             return {**asdict(r), "graph_over_eager": r.graph_its / r.eager_its if r.graph_ok else None,
-                    "tflops": tflops, "pct_peak": 100 * tflops * 1e12 / peak[r.precision]}
+                    "tflops": tflops, "pct_peak": 100 * tflops * 1e12 / peak[r.precision], **traffic(r)}
 
         out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "seconds": took,
-               "peak_tflops": {k: v / 1e12 for k, v in peak.items()}, "rows": [record(r) for r in rows],
+               "peak_tflops": {k: v / 1e12 for k, v in peak.items()}, "copy_tb_per_s": bw / 1e12,
+               "rows": [record(r) for r in rows],
                "paper_estimate": estimate}
         a.json.write_text(json.dumps(finite(out), indent=1))
     return 0

@@ -75,7 +75,7 @@ def _model_seconds(pc: ModuleType, shapes: list[str], stacks: list[int], f64_sha
     fixed cost; per group, its weights drawn in float64 on one CPU thread (1e8 normals per second). Products
     at half the card's peak: float32 30, TF32 200, float64 30 TFLOP/s (H100 SXM: 67, 495, 67)."""
     rate = {"float32": 30e12, "tf32": 200e12, "float64": 30e12}
-    flops = pc.flop_count()
+    flops = pc.cost_function()
     total = 0.0
     for shapes_, stacks_, precs in ((shapes, stacks, ["float32", "tf32"]), (f64_shapes, f64_stacks, ["float64"])):
         for shape in shapes_:

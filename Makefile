@@ -37,7 +37,7 @@ LOCK := $(if $(filter cuda,$(TORCH)),requirements-cuda.lock,requirements.lock)
 STAMP := $(VENV)/.installed-$(TORCH)
 
 .PHONY: setup system-packages lock repro test lint ui bench dag profile mlflow-server mlflow-stop cluster-2node \
-  cluster-2node-stop gpu-check gpu-data
+  cluster-2node-stop gpu-check gpu-data gpu-headline plan-headline
 
 setup: $(STAMP) system-packages
 
@@ -95,7 +95,7 @@ dag:
 
 # Switch the active profile: `make profile P=paper`, then `dvc repro` (or `make repro`).
 profile:
-	@test -n "$(P)" || { echo "usage: make profile P=smoke|gpu_medium|paper" >&2; exit 2; }
+	@test -n "$(P)" || { echo "usage: make profile P=smoke|gpu_medium|paper|headline" >&2; exit 2; }
 	$(PY) -m pipeline.graph --profile $(P)
 
 # What a profile costs before it starts: every stage's runs, groups, FLOPs and estimated time here
@@ -157,10 +157,20 @@ cluster-2node-stop:
 # dvc, mlflow or plotly needed), `make gpu-check OUT=<dir>` runs the gpu tests, the Hessian crossover,
 # benchmarks/pc_gpu.py and two gpu_medium sweeps, and writes OUT/summary.txt and summary.json; without CUDA
 # it says so in one line. The sweeps read MNIST's idx .gz files from gpu-data/mnist: `make gpu-data` writes
-# them on a machine that can fetch MNIST (copy the folder along to a machine that cannot).
+# them (and Fashion-MNIST's, in gpu-data/fashion_mnist) on a machine that can fetch them (copy the folder
+# along to a machine that cannot).
 GPU_PY ?= python3
 gpu-check:
 	$(GPU_PY) benchmarks/gpu_check.py $(if $(OUT),--out $(OUT)) $(GPU_CHECK_ARGS)
 
 gpu-data: setup
-	$(BIN)/python benchmarks/gpu_check.py --write-mnist gpu-data/mnist
+	$(BIN)/python benchmarks/gpu_check.py --write-data gpu-data
+
+# The paper's Figure 1 at its own scale (benchmarks/gpu_headline.py): on a GPU machine, as gpu-check, the
+# headline profile's slice of mupc_training trained, extracted and judged in one command, reading gpu-data/;
+# OUT/summary.txt, summary.json and headline.tar.gz (the fixture). `make plan-headline`: its plan here.
+gpu-headline:
+	$(GPU_PY) benchmarks/gpu_headline.py $(if $(OUT),--out $(OUT)) $(GPU_HEADLINE_ARGS)
+
+plan-headline: setup
+	$(BIN)/python benchmarks/gpu_headline.py --plan

@@ -198,14 +198,14 @@ def pc_bench(out: Path, limit: float, extra: list[str]) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- 5. two sweeps
 
 
-def workspace(ws: Path, mnist: Path) -> dict[str, str]:
-    """A workspace on the gpu_medium profile (params copied from the checkout, tracking off), reading MNIST
-    from ``mnist``; returns the stages' environment."""
+def workspace(ws: Path, mnist: Path, profile: str = PROFILE) -> dict[str, str]:
+    """A workspace on ``profile`` (params copied from the checkout, tracking off), reading the datasets from
+    ``mnist`` (the idx files themselves, or a folder per dataset); returns the stages' environment."""
     ws.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(ws / "params", ignore_errors=True)
     shutil.copytree(ROOT / "params", ws / "params")
     text = (ROOT / "params.yaml").read_text()
-    text, n = re.subn(r"(?m)^profile:\s*\S+", f"profile: {PROFILE}", text)
+    text, n = re.subn(r"(?m)^profile:\s*\S+", f"profile: {profile}", text)
     if n != 1:
         raise SystemExit("gpu-check: params.yaml has no top-level `profile:` line to set")
     (ws / "params.yaml").write_text(text)
@@ -215,7 +215,7 @@ def workspace(ws: Path, mnist: Path) -> dict[str, str]:
             "TRAINSCAPE_PROGRESS": "off", "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
 
 
-def sweep_plan(ws: Path, unit: str) -> dict[str, Any]:
+def sweep_plan(ws: Path, unit: str, profile: str = PROFILE) -> dict[str, Any]:
     """What the stage will train (as it decides: the runs without a matching record in the workspace), in
     its stacked groups, with each group's FLOPs."""
     sys.path.insert(0, str(ROOT))
@@ -231,7 +231,7 @@ def sweep_plan(ws: Path, unit: str) -> dict[str, Any]:
         stack_groups,
     )
 
-    cfg = load_section(TrainingParams, read_tree(ws), "mupc_training", PROFILE)
+    cfg = load_section(TrainingParams, read_tree(ws), "mupc_training", profile)
     folder = ws / "artifacts" / "mupc_training" / "train" / unit
     settings = resume_settings(cfg, unit, "cuda")
 
@@ -249,10 +249,11 @@ def sweep_plan(ws: Path, unit: str) -> dict[str, Any]:
 GROUP_LINE = re.compile(r"group (\d+)/(\d+): (\d+) runs N=(\d+) H=(\d+) (\w+) \w+ in ([\d.]+) s")
 
 
-def sweep(out: Path, ws: Path, env: dict[str, str], unit: str, limit: float) -> dict[str, Any]:
-    plan = sweep_plan(ws, unit)
+def sweep(out: Path, ws: Path, env: dict[str, str], unit: str, limit: float, profile: str = PROFILE
+          ) -> dict[str, Any]:
+    plan = sweep_plan(ws, unit, profile)
     log = out / f"{unit}.log"
-    res = run_limited([sys.executable, "-m", "stages.train", "mupc_training", unit, "--profile", PROFILE], log,
+    res = run_limited([sys.executable, "-m", "stages.train", "mupc_training", unit, "--profile", profile], log,
                       limit, env)
     text = log.read_text(errors="replace")
     estimate = re.search(r"plan: .*?; estimate (.+?) \(calibrated on (.+?)\); ", text)
@@ -282,9 +283,9 @@ def sweep(out: Path, ws: Path, env: dict[str, str], unit: str, limit: float) -> 
             "cuda_graphs_off_reasons": reasons, "log_tail": tail(log, 8)}
 
 
-def write_mnist(folder: Path) -> None:
-    """MNIST's four idx files, gzipped, from the project's data module (checksums verified), so that they can
-    travel to a machine that reaches no dataset source."""
+def write_data(folder: Path, names: tuple[str, ...] = ("mnist", "fashion_mnist")) -> None:
+    """Each dataset's four idx files, gzipped, into ``folder/<name>`` from the project's data module (checksums
+    verified), so that they can travel to a machine that reaches no dataset source."""
     import gzip
 
     sys.path.insert(0, str(ROOT))
@@ -292,10 +293,11 @@ def write_mnist(folder: Path) -> None:
     from pipeline.io import write_bytes
 
     local = ROOT / "artifacts" / "data"
-    files, source = fetch("mnist", mirror_dir=local / "mnist" if (local / "mnist").is_dir() else None)
-    for name, raw in files.items():
-        write_bytes(folder / f"{name}.gz", gzip.compress(raw, 9, mtime=0))
-    print(f"gpu-data: MNIST from {source} written to {folder}")
+    for name in names:
+        files, source = fetch(name, mirror_dir=local / name if (local / name).is_dir() else None)
+        for file, raw in files.items():
+            write_bytes(folder / name / f"{file}.gz", gzip.compress(raw, 9, mtime=0))
+        print(f"gpu-data: {name} from {source} written to {folder / name}")
 
 
 # ----------------------------------------------------------------------------- the summary
@@ -372,16 +374,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pc-gpu-limit", type=float, default=150)
     ap.add_argument("--sweep-limit", type=float, default=100, help="seconds per sweep (a cut sweep resumes)")
     ap.add_argument("--pc-gpu-args", default="", help="arguments for pc_gpu.py (default: its quick default)")
-    ap.add_argument("--write-mnist", type=Path, help="write MNIST's idx .gz files here (where the project's data "
-                    "module can fetch them) and stop: what `make gpu-data` does")
+    ap.add_argument("--write-data", type=Path, help="write MNIST's and Fashion-MNIST's idx .gz files into "
+                    "<this>/mnist and <this>/fashion_mnist (where the project's data module can fetch them) and stop: "
+                    "what `make gpu-data` does")
     ap.add_argument("--crossover", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--crossover-budget", type=float, default=40, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.crossover:
         crossover(a.crossover, a.crossover_budget)
         return 0
-    if a.write_mnist:
-        write_mnist(a.write_mnist)
+    if a.write_data:
+        write_data(a.write_data)
         return 0
     try:
         import torch

@@ -26,8 +26,8 @@ import yaml
 
 from pipeline.paths import repo_root
 
-PROFILES = ("smoke", "gpu_medium", "paper")
-Profile = Literal["smoke", "gpu_medium", "paper"]
+PROFILES = ("smoke", "gpu_medium", "paper", "headline")
+Profile = Literal["smoke", "gpu_medium", "paper", "headline"]
 
 
 class ConfigError(ValueError):

@@ -16,12 +16,14 @@ The runner prints a training stage's plan line before it starts and stops a stag
 only to probe (and by stages, whose code loaded it already).
 
     python -m pipeline.plan [--profile paper] [--detail]     # make plan [P=paper]
+    python -m pipeline.plan --profile headline --stages 'mupc_training_train@S1?' mupc_training_train@B2
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fnmatch
 import importlib
 import importlib.metadata
 import json
@@ -32,7 +34,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -268,9 +270,10 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
     return plan
 
 
-def plan_profile(profile: str | None = None, device: str | None = None, root: str | Path | None = None
-                 ) -> tuple[str, list[StagePlan], Calibration]:
-    """Every stage of ``profile`` (default: the active one), study by study, family by family."""
+def plan_profile(profile: str | None = None, device: str | None = None, root: str | Path | None = None,
+                 stages: Collection[str] | None = None) -> tuple[str, list[StagePlan], Calibration]:
+    """Every stage of ``profile`` (default: the active one), study by study, family by family; with
+    ``stages``, only those whose name matches one of these shell patterns (a slice built on its own)."""
     params = load_params(root)
     profile = profile or params.profile
     calibration = Calibration(device or planned_device())
@@ -280,6 +283,9 @@ def plan_profile(profile: str | None = None, device: str | None = None, root: st
         cfg = registry.config(study, params, profile)
         for family in study.families:
             for unit in family.units(cfg):
+                name_ = stage_name(name, family.kind, unit)
+                if stages is not None and not any(fnmatch.fnmatchcase(name_, pat) for pat in stages):
+                    continue
                 prev = previous_reader(name, family.kind, unit) if family.resumable else None
                 plans.append(plan_stage(study, family, cfg, unit, calibration, prev))
     return profile, plans, calibration
@@ -381,10 +387,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m pipeline.plan", description=__doc__.splitlines()[0])
     ap.add_argument("--profile", choices=PROFILES, help="the profile to plan (default: the active one)")
     ap.add_argument("--detail", action="store_true", help="also each stage's work, shape by shape")
+    ap.add_argument("--stages", nargs="+", metavar="PATTERN",
+                    help="only the stages whose name matches one of these shell patterns (default: every stage)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        profile, plans, cal = plan_profile(args.profile)
+        profile, plans, cal = plan_profile(args.profile, stages=args.stages)
+        if not plans:
+            raise ConfigError(f"--stages {' '.join(args.stages or [])}: no stage of profile {profile!r} matches; "
+                              f"allowed: patterns of stage names such as mupc_training_train@S10")
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -87,7 +87,7 @@ def test_bad_profile_is_rejected_with_allowed_values():
     with pytest.raises(ConfigError) as exc:
         parse_params(raw)
     assert str(exc.value) == ("params.yaml: profile = 'nonsense' is not allowed; "
-                              "allowed: one of 'smoke', 'gpu_medium', 'paper'")
+                              "allowed: one of 'smoke', 'gpu_medium', 'paper', 'headline'")
 
 
 def test_unknown_top_level_key_and_dataset():

@@ -52,7 +52,7 @@ matmul: tf32
 
 def test_the_summary_reads_the_stage_log(tmp_path, monkeypatch):
     gc = _module("gpu_check")
-    monkeypatch.setattr(gc, "sweep_plan", lambda ws, unit: {"runs": 120, "todo": 120, "groups": [8] * 15,
+    monkeypatch.setattr(gc, "sweep_plan", lambda ws, unit, profile: {"runs": 120, "todo": 120, "groups": [8] * 15,
                                                              "group_flops": [1.0, 3.0, 2.0] + [4.0] * 12,
                                                              "precision": "tf32"})
     monkeypatch.setattr(gc, "run_limited", lambda cmd, log, limit, env=None: (

@@ -74,8 +74,37 @@ def cuts(profile: str = PROFILE, against: str = "paper") -> list[str]:
     return lines
 
 
-def stage_env(ws: Path, data: Path) -> dict[str, str]:
-    return gc.workspace(ws, data, PROFILE)
+def stage_env(ws: Path, data: Path, overrides: dict[str, Any] | None = None) -> dict[str, str]:
+    """The workspace's environment; ``overrides`` (dotted keys of the study's section, e.g. ``allow_tf32``)
+    are written into its copy of the headline profile, so a variant runs through the same stage commands."""
+    env = gc.workspace(ws, data, PROFILE)
+    if overrides:
+        import yaml
+
+        path = ws / "params" / f"{STUDY}.yaml"
+        tree = yaml.safe_load(path.read_text())
+        node = tree[STUDY].setdefault("profiles", {}).setdefault(PROFILE, {})
+        for key, value in overrides.items():
+            *parents, leaf = key.split(".")
+            target = node
+            for part in parents:
+                target = target.setdefault(part, {})
+            target[leaf] = value
+        path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return env
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs, each VALUE read as YAML (``false``, ``0.1``, ``[0, 1]``)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"gpu-headline: --set {item!r} is not allowed; allowed: KEY=VALUE, e.g. allow_tf32=false")
+        out[key] = yaml.safe_load(value)
+    return out
 
 
 def complete(ws: Path, unit: str) -> bool:
@@ -124,7 +153,8 @@ def bundle(out: Path, ws: Path) -> Path:
 def summary_text(s: dict[str, Any]) -> str:
     m = s["machine"]
     lines = [f"gpu-headline at {m['git_commit'][:10]}: {m['gpu']}, torch {m['torch']}, CUDA {m['cuda']}; "
-             f"total {gc.fmt_seconds(s['seconds'])} (training budget {gc.fmt_seconds(s['budget_s'])})",
+             f"total {gc.fmt_seconds(s['seconds'])} (training budget {gc.fmt_seconds(s['budget_s'])})"
+             + (f"; variant {s['overrides']}" if s.get("overrides") else ""),
              "", "the slice against the paper profile:", *(f"  {c}" for c in s["cuts"]), ""]
     for unit, r in s.get("train", {}).items():
         p = r["plan"]
@@ -157,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workspace", type=Path, default=ROOT / ".trainscape" / "gpu-headline")
     ap.add_argument("--budget", type=float, default=420, help="seconds for all the training (a cut sweep resumes)")
     ap.add_argument("--extract-limit", type=float, default=120)
+    ap.add_argument("--units", nargs="+", choices=TRAIN_UNITS, help="train only these units (default: the slice)")
+    ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="a variant: values of the headline profile changed in the workspace (e.g. allow_tf32=false)")
     ap.add_argument("--cuts", action="store_true", help="print the slice's cuts against the paper profile and stop")
     ap.add_argument("--plan", action="store_true", help="print `make plan` of the slice on this machine and stop")
     a = ap.parse_args(argv)
@@ -180,10 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.out is None:
         ap.error("--out is required on a CUDA machine (make gpu-headline OUT=<dir>)")
     return run(a.out.resolve(), a.data.resolve(), a.workspace.resolve(), a.budget, a.extract_limit,
-               gc.machine(torch))
+               gc.machine(torch), tuple(a.units or TRAIN_UNITS), parse_overrides(a.set))
 
 
-def run(out: Path, data: Path, ws: Path, budget: float, extract_limit: float, machine: dict[str, Any]) -> int:
+def run(out: Path, data: Path, ws: Path, budget: float, extract_limit: float, machine: dict[str, Any],
+        units: tuple[str, ...] = TRAIN_UNITS, overrides: dict[str, Any] | None = None) -> int:
     """Train, extract, judge and write the summary and the bundle (the steps of the module docstring)."""
     sys.path.insert(0, str(ROOT))
     from pipeline.data import DataError, dataset_info, from_folder
@@ -200,7 +234,7 @@ def run(out: Path, data: Path, ws: Path, budget: float, extract_limit: float, ma
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     s: dict[str, Any] = {"machine": machine, "profile": PROFILE, "budget_s": budget, "cuts": cuts(), "train": {},
-                         "extract": {}}
+                         "extract": {}, "overrides": overrides or {}}
     print(f"gpu-headline: {machine['gpu']}, torch {machine['torch']}; budget {budget:.0f} s", flush=True)
 
     def save() -> None:
@@ -208,11 +242,11 @@ def run(out: Path, data: Path, ws: Path, budget: float, extract_limit: float, ma
         (out / "summary.json").write_text(json.dumps(s, indent=1, default=str))
         (out / "summary.txt").write_text(summary_text(s))
 
-    env = stage_env(ws, data)
+    env = stage_env(ws, data, overrides)
     for name in DATASETS:
         gc.run_limited([sys.executable, "-m", "stages.download", name], out / f"download_{name}.log", 120, env)
     t_train = time.perf_counter()
-    for unit in TRAIN_UNITS:
+    for unit in units:
         left = budget - (time.perf_counter() - t_train)
         if left < 20:
             plan = gc.sweep_plan(ws, unit, PROFILE)

@@ -2,10 +2,11 @@
 
 On the CPU: the graph path's plumbing (static outputs, Adam's step counted outside the graph, the saved
 and restored state, Hessian row 0 eager) through a stand-in capture that replays the same Python, the
-self-check catching a replay that freezes a value, the fallback to eager when capture fails, that the CPU
-never captures, the params key, and that an iteration needs no host synchronisation (eager or replayed).
-Marked ``gpu`` (skipped without CUDA): graphs against eager, stacked against one by one, a tiny sweep's
-arrays against the CPU's, and no synchronisation in the steady-state iterations.
+self-check catching a replay that freezes a value, the fallback to eager when capture fails (also when it is
+a shed stack's capture that fails), that the CPU never captures, the params key, and that an iteration needs
+no host synchronisation (eager or replayed). Marked ``gpu`` (skipped without CUDA): graphs against eager
+(also for a stack that sheds stopped runs and is captured again), stacked against one by one, a tiny
+sweep's arrays against the CPU's, and no synchronisation in the steady-state iterations.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tests.mupc_training.test_training import (
     drive,
     pc_run,
     raw_section,
+    shedding_group,
     synthetic,
     tiny_raw,
     training_cfg,
@@ -82,7 +84,7 @@ def failing_capture(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outp
 
 def groups() -> list[list[RunConfig]]:
     """Groups that take every path of the iteration: GD and Adam inference, Hessian rows (row 0 eager),
-    activity and weight decay, runs that stop early (masked in the stack)."""
+    activity and weight decay, runs that stop early (shed from the stack, which is captured again)."""
     return [
         [pc_run(seed=s, act_lr=a, param_lr=p) for s in (0, 1) for a, p in ((0.05, 1e-3), (0.5, 5e-2))],
         [pc_run(seed=s, act="relu", skips=True, param="mupc", init="standard_gauss", act_optim="adam", act_lr=0.1,
@@ -100,11 +102,12 @@ def _same(a: list[tr.RunResult], b: list[tr.RunResult]) -> None:
 
 
 def _force_graphs(monkeypatch: pytest.MonkeyPatch, capture: Callable) -> list[int]:
-    """Let the trainer take its graph path on the CPU, capturing with ``capture``; counts the captures."""
+    """Let the trainer take its graph path on the CPU, capturing with ``capture``; lists the captures' stack sizes
+    (``fn`` is the bound ``GroupIteration.device_work``)."""
     calls: list[int] = []
 
     def counted(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs]:
-        calls.append(1)
+        calls.append(fn.__self__.R)
         return capture(fn)
 
     monkeypatch.setattr(tr, "graphs_available", lambda device: True)
@@ -134,7 +137,7 @@ def test_the_graph_path_reproduces_eager_bit_for_bit(monkeypatch):
         got = tr.train_group(g, data, "cpu")
         _same(got, ref)
         assert all(r.extra["cuda_graphs"] is True and "cuda_graphs_off" not in r.extra for r in got)
-    assert len(calls) == 3  # one capture per group
+    assert calls == [4, 3, 2, 1, 1]  # each group's capture, and again where a group shed a stopped run
     assert {r.status for r in eager[0]} == {"finished", "no_learning"}
 
 
@@ -161,6 +164,24 @@ def test_a_capture_that_fails_trains_eager_and_says_why(monkeypatch):
     assert {r.extra["cuda_graphs_off"] for r in got} == {
         "capture failed: RuntimeError: operation not permitted when stream is capturing"}
     assert {r.extra["cuda_graphs"] for r in got} == {False}
+
+
+def test_a_recapture_that_fails_after_shedding_trains_eager_from_there(monkeypatch):
+    """The group's first capture passes, the one for its shed stack fails: the same arrays as eager; the run
+    that stopped before trained on graphs throughout, the others say why not."""
+    data = synthetic()
+    runs = groups()[0]
+    eager = tr.train_group(runs, data, "cpu", cuda_graphs=False)
+
+    captures = iter([replaying_capture, failing_capture])
+    calls = _force_graphs(monkeypatch, lambda fn: next(captures)(fn))
+    got = tr.train_group(runs, data, "cpu")
+    _same(got, eager)
+    assert calls == [4, 3]  # no further capture once one failed
+    assert [r.status for r in got] == ["no_learning", "finished", "finished", "finished"]
+    assert got[0].extra["cuda_graphs"] is True and "cuda_graphs_off" not in got[0].extra
+    why = "capture failed: RuntimeError: operation not permitted when stream is capturing"
+    assert all(r.extra["cuda_graphs"] is False and r.extra["cuda_graphs_off"] == why for r in got[1:])
 
 
 def test_the_stage_says_why_once(tmp_path, monkeypatch):
@@ -252,6 +273,28 @@ def test_graphs_equal_eager_on_cuda(dtype):
         assert all(r.extra["cuda_graphs"] is True for r in graphs), graphs[0].extra
         assert all(r.extra["cuda_graphs"] is False for r in eager)
         _same(graphs, eager)  # the same kernels on the same buffers
+
+
+@pytest.mark.gpu
+@cuda
+def test_a_shed_stack_is_captured_again_on_cuda(monkeypatch):
+    """Runs stopped at iterations 3, 4 and 8 (float64): the stack is captured for 5, 3 and 2 runs, each capture
+    passes its check, and the arrays are eager's to the last bit."""
+    data = _on(synthetic(n_train=1024), "cuda", F64)
+    runs = shedding_group()
+    eager = tr.train_group(runs, data, "cuda", F64, layout="stacked", cuda_graphs=False)
+    sizes: list[int] = []
+    real = tr.capture_iteration
+
+    def counted(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs]:
+        sizes.append(fn.__self__.R)
+        return real(fn)
+
+    monkeypatch.setattr(tr, "capture_iteration", counted)
+    got = tr.train_group(runs, data, "cuda", F64, layout="stacked")
+    assert sizes == [5, 3, 2]
+    assert all(r.extra["cuda_graphs"] is True for r in got), [r.extra for r in got]
+    _same(got, eager)
 
 
 @pytest.mark.gpu

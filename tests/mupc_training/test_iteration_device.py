@@ -3,7 +3,8 @@
 On the CPU: the stash decision from given allocator numbers (cached-but-free memory counts), the pinned host
 copies and the wait before they are read (spies), that the saved state leaves out the engine buffers every
 iteration rewrites (and that an iteration after a restore, with those buffers poisoned, gives the numbers it
-gave from the saved state), and that a capture for cuda:1 runs wholly on cuda:1 (fakes of torch.cuda).
+gave from the saved state), that a run kept when a stack sheds the others goes on as it would have there, and that a
+capture for cuda:1 runs wholly on cuda:1 (fakes of torch.cuda).
 Marked ``gpu`` (skipped without CUDA): the decision against the real allocator, pinned stashes, and the graph
 in use on a tiny net.
 """
@@ -281,6 +282,31 @@ def test_the_graph_check_restores_what_the_next_iteration_reads():
     poison(it, "nan")
     a, b = run(it, orders[3]), run(twin, orders[3])
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+# ----------------------------------------------------------------------------- shedding runs
+
+
+LAYER_MAJOR = {"weights[1]", "Adam m[1]", "Adam v[1]", "grad[1]", "activities"}  # [H-1 or H, R, …]: runs on axis 1
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_a_run_shed_from_a_stack_goes_on_as_in_the_full_stack(case):
+    """Two iterations of the 2-run stack, then run 1 alone (``shed``: its weights, Adam state and lrs on new
+    buffers for R = 1): its next iterations equal the full stack's for that run, to the last bit."""
+    full, orders = make(case)
+    twin, _ = make(case)
+    for t in (full, twin):
+        for i in (0, 1):
+            run(t, orders[i])
+    one = twin.shed([1])
+    assert (one.R, one.act_lrs, one.opt.lrs, one.opt.t) == (1, [0.05], [5e-3], 2)
+    assert one.replay is None and one.engine.R == 1
+    for i in (2, 3, 4):
+        a, b = run(full, orders[i]), run(one, orders[i, 1:])
+        for k in a:
+            d = 1 if k in LAYER_MAJOR else 0  # the run axis
+            assert torch.equal(a[k].narrow(d, 1, 1), b[k]), k
 
 
 # ----------------------------------------------------------------------------- the capture's device

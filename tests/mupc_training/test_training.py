@@ -20,9 +20,10 @@ from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
 from pipeline.studies.mupc.training import train as train_mod
+from pipeline.studies.mupc.training import trainer as tr
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.sweeps import expand, precision, stack_groups, sweep_dtype
-from pipeline.studies.mupc.training.trainer import DataSet, load_dataset, train_group
+from pipeline.studies.mupc.training.trainer import DataSet, RunResult, load_dataset, train_group
 from pipeline.writer import read_file, write_files
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -207,7 +208,7 @@ def test_stacked_group_reproduces_runs_one_by_one():
         assert res.status == alone.status and res.stop_iter == alone.stop_iter
         _compare(res.arrays, alone.arrays)
     status = [r.status for r in stacked]
-    assert "finished" in status and "no_learning" in status  # a stopped run stays masked in the stack
+    assert "finished" in status and "no_learning" in status  # the stack sheds a stopped run and goes on
     fin = stacked[status.index("finished")].arrays
     assert len(fin["test_accs"]) == 4 and len(fin["cond_nums"]) == 5 and len(fin["batch_train_losses"]) == 8
     # the seed decides the data order and the weights, the lrs the trajectory
@@ -247,6 +248,77 @@ def test_early_stop_divergence_and_no_learning():
     assert nl.status == "no_learning" and nl.stop_iter == 2
     assert len(nl.arrays["test_accs"]) == 1 and nl.arrays["test_accs"][0] < 15
     assert len(nl.arrays["batch_train_losses"]) == 2
+
+
+def shedding_group() -> list[RunConfig]:
+    """A stack whose runs stop at different evaluations (test_every 4, 16 iterations on ``synthetic(1024)``):
+    one diverges at iteration 3 (Adam at a huge param lr), two stop learning at 4 and 8, two finish."""
+    lin = dict(act="linear", skips=True, test_every=4)
+    return [pc_run(seed=0, act_lr=3, param_lr=0.05, **lin), pc_run(seed=1, act_lr=3, param_lr=1e20, **lin),
+            pc_run(seed=2, act_lr=3, param_lr=0.3, **lin), pc_run(seed=0, act_lr=3, param_lr=3.0, **lin),
+            pc_run(seed=1, act_lr=10, param_lr=0.05, **lin)]
+
+
+def float64(data: DataSet) -> DataSet:
+    return DataSet(*(t.double() for t in (data.x_train, data.y_train, data.x_test, data.y_test)), data.subset)
+
+
+def _stack_sizes(monkeypatch) -> list[int]:
+    """R of every iteration a PC group trains (GroupIteration.load), or of every BP forward pass (predict)."""
+    sizes: list[int] = []
+    load, predict = tr.GroupIteration.load, tr.predict
+
+    def counted_load(self, idx):
+        sizes.append(self.R)
+        return load(self, idx)
+
+    def counted_predict(spec, w, x):
+        sizes.append(w.runs)
+        return predict(spec, w, x)
+
+    monkeypatch.setattr(tr.GroupIteration, "load", counted_load)
+    monkeypatch.setattr(tr, "predict", counted_predict)
+    return sizes
+
+
+def _equal_to_alone(stacked: RunResult, alone: RunResult) -> None:
+    """Status, stop iteration and every array (non-finite entries in the same places) to rtol 1e-10."""
+    assert (stacked.status, stacked.stop_iter) == (alone.status, alone.stop_iter)
+    assert stacked.arrays.keys() == alone.arrays.keys()
+    for k, a in stacked.arrays.items():
+        np.testing.assert_allclose(a, alone.arrays[k], rtol=1e-10, atol=0, err_msg=k)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")  # the diverging run's float32 record
+def test_a_stack_sheds_stopped_runs_and_each_run_equals_it_alone(monkeypatch):
+    """float64: runs stopped at iterations 3 (diverged), 4 and 8 (no learning) leave the stack at the
+    evaluation that finds them; every run's arrays, status and stop iteration equal it trained alone."""
+    data = float64(synthetic(n_train=1024))
+    runs = shedding_group()
+    sizes = _stack_sizes(monkeypatch)
+    stacked = train_group(runs, data, "cpu", torch.float64, layout="stacked")
+    assert [(r.status, r.stop_iter) for r in stacked] == [("finished", 16), ("diverged", 3), ("no_learning", 8),
+                                                          ("no_learning", 4), ("finished", 16)]
+    assert sizes == [5] * 4 + [3] * 4 + [2] * 8  # 48 run-iterations where a masked stack computed 80
+    assert not np.isfinite(stacked[1].arrays["batch_train_losses"][-1])
+    assert len(stacked[2].arrays["cond_nums"]) == 3  # rows at 0, 4 and 8: the Hessian follows the shed stack
+    for rc, res in zip(runs, stacked):
+        (alone,) = train_group([rc], data, "cpu", torch.float64)
+        _equal_to_alone(res, alone)
+        assert res.extra["group_size"] == 5 and res.extra["cuda_graphs"] is False
+
+
+def test_a_bp_stack_sheds_stopped_runs_and_each_run_equals_it_alone(monkeypatch):
+    data = float64(synthetic(n_train=1024))
+    runs = [RunConfig(dataset="mnist", N=8, H=3, act="relu", param="depth_mup", init="standard_gauss", skips=True,
+                      seed=s, epochs=2, test_every=2, param_lr=lr, kind="bp") for s in (0, 1) for lr in (3e-2, 1e3)]
+    sizes = _stack_sizes(monkeypatch)
+    stacked = train_group(runs, data, "cpu", torch.float64)
+    assert [(r.status, r.stop_iter) for r in stacked] == [("finished", 32)] + [("no_learning", 2)] * 3
+    assert sizes == [4] * 2 + [1] * 30
+    for rc, res in zip(runs, stacked):
+        (alone,) = train_group([rc], data, "cpu", torch.float64)
+        _equal_to_alone(res, alone)
 
 
 # ----------------------------------------------------------------------------- stage, resumption

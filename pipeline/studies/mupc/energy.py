@@ -8,6 +8,7 @@ run axis R first; per-run learning rates are tensors of shape [R].
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Literal
 
@@ -148,6 +149,15 @@ class Adam:
             self.v[i].mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
             upd = (self.m[i] / c1) / ((self.v[i] / c2).sqrt() + self.eps)
             out.append(p - _lr(self.lr, p) * upd)
+        return out
+
+    def select(self, idx: torch.Tensor) -> Adam:
+        """This optimiser for the runs ``idx`` alone (run axis first): their moments, learning rates and the
+        step count, so those runs go on as they would have in the larger stack (a stack shedding stopped runs)."""
+        out = copy.copy(self)
+        out.lr = self.lr.index_select(0, idx) if isinstance(self.lr, torch.Tensor) else self.lr
+        out.m = [t.index_select(0, idx) for t in self.m]
+        out.v = [t.index_select(0, idx) for t in self.v]
         return out
 
 
@@ -572,6 +582,16 @@ class InPlaceAdam:
     def step(self, grads: list[torch.Tensor]) -> None:
         self.advance()
         self.apply(grads)
+
+    def carry(self, other: InPlaceAdam, idx: torch.Tensor) -> None:
+        """Take the moments and step count of runs ``idx`` of ``other`` (a larger stack, same layout), so that
+        these runs go on as they would have there (a stack shedding stopped runs). The update is element-wise,
+        so a run's numbers do not depend on its stack-mates or on how the runs are grouped by learning rate."""
+        for dst, src, d in zip([*self.m, *self.v], [*other.m, *other.v], [*self.run_dims, *self.run_dims]):
+            torch.index_select(src, d, idx, out=dst)
+        self.t = other.t
+        if self.fused:
+            self._step.fill_(self.t)
 
     def advance(self) -> None:
         """Count the step (on the host, and into the device tensor the fused kernel reads).

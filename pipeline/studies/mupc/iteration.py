@@ -201,7 +201,8 @@ class GroupIteration:
         self.store = [w0.w_in.contiguous(), w0.w_hid.transpose(0, 1).contiguous(), w0.w_out.contiguous()]
         self.run_dims = (0, 1, 0)
         self.w = Weights(self.store[0], self.store[1].transpose(0, 1), self.store[2])
-        self.act_lr = torch.tensor(list(act_lrs), dtype=dtype, device=device)
+        self.act_lrs = [float(v) for v in act_lrs]
+        self.act_lr = torch.tensor(self.act_lrs, dtype=dtype, device=device)
         self.opt = InPlaceAdam(self.store, list(param_lrs), self.run_dims)
         self.grads = [torch.empty_like(t) for t in self.store]
         self.terms = terms
@@ -259,6 +260,26 @@ class GroupIteration:
         self.replay()
         assert self.outputs is not None
         return self.outputs
+
+    def shed(self, keep: Sequence[int]) -> GroupIteration:
+        """The iteration of runs ``keep`` (positions in this stack) alone, on new buffers for the smaller R: their
+        weights, Adam state and learning rates carried over, so they go on as they would have here (the trainer
+        sheds stopped runs with it). The engine carries nothing from one iteration to the next (:func:`_rewritten`),
+        so it is built afresh; a graph is not taken over (capture again for the new R).
+
+        This iteration is consumed: its graph, engine and gradient buffers are released before the new stack
+        is allocated, so the peak is this stack's weights and Adam moments plus the new stack, not two whole
+        stacks (64 runs of 512:128:128 in float32 take ≈ 41 GB of an H100's 80)."""
+        dev, dtype, spec, cfg = self.device, self.act_lr.dtype, self.engine.spec, self.engine.cfg
+        idx = torch.as_tensor(list(keep), dtype=torch.long, device=dev)
+        self.replay = self.outputs = None
+        del self.engine, self.grads
+        store = [t.index_select(d, idx) for t, d in zip(self.store, self.run_dims)]  # in layout: no copy below
+        new = GroupIteration(spec, Weights(store[0], store[1].transpose(0, 1), store[2]), self.B, cfg, self.terms,
+                             [self.act_lrs[k] for k in keep], [self.opt.lrs[k] for k in keep], self.x_train,
+                             self.y_train, dev, dtype)
+        new.opt.carry(self.opt, idx)
+        return new
 
     # -- state
 

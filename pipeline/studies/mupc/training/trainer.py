@@ -16,10 +16,16 @@ batches equals the accuracy over the kept images).
 
 Early stopping per run (§1.9): a non-finite train loss → ``diverged`` (the non-finite value is the
 last entry of ``batch_train_losses``; no evaluation at that iteration); once evaluated, a test
-accuracy < 15 % → ``no_learning`` (that evaluation is kept). A stopped run stays in the stack, masked:
-its arrays stop, its weights are zeroed so non-finite values do not cost time; the group ends when
-every run stopped. Train losses are checked at evaluation points (one device sync per test_every
-iterations) — the recorded arrays are the same as with a per-iteration check.
+accuracy < 15 % → ``no_learning`` (that evaluation is kept). Train losses are checked at evaluation
+points (one device sync per test_every iterations) — the recorded arrays are the same as with a
+per-iteration check.
+
+A stopped run leaves the stack: where an evaluation point finds runs stopped, the group goes on with
+the others alone (:class:`_Stack`; weights, Adam state, learning rates and batch orders taken along
+the run axis, the iteration's buffers and the evaluator rebuilt for the smaller R, a CUDA graph
+captured again), so a stopped run costs nothing after the check that found it; the group ends when
+every run stopped. Runs are independent along the run axis, so shedding changes no run's numbers
+beyond the last bits a change of stack size can move (tested against each run trained alone).
 """
 
 from __future__ import annotations
@@ -212,10 +218,15 @@ class _Book:
             self.stop[r] = self.checked + first + 1  # the non-finite loss is the last entry
         self.checked = upto
 
-    def record_eval(self, k: int, acc: torch.Tensor, loss: torch.Tensor) -> None:
-        for r in np.flatnonzero(self.active):
-            self.test_accs[r].append(float(acc[r]))
-            self.test_losses[r].append(float(loss[r]))
+    def kept(self, live: np.ndarray) -> np.ndarray:
+        """Positions in a stack of the runs ``live`` (group indices) that are still active."""
+        return np.flatnonzero(self.active[live])
+
+    def record_eval(self, live: np.ndarray, acc: torch.Tensor, loss: torch.Tensor) -> None:
+        """Record an evaluation of the stack ``live`` (values per stack position) for its active runs."""
+        for j in self.kept(live):
+            self.test_accs[live[j]].append(float(acc[j]))
+            self.test_losses[live[j]].append(float(loss[j]))
 
     def apply_no_learning(self, k: int) -> None:
         for r in np.flatnonzero(self.active):
@@ -251,28 +262,42 @@ class _Book:
         return out
 
 
-def _mask_weights(w: Weights, active: np.ndarray) -> Weights:
-    """Zero the weights of stopped runs (their numbers no longer matter; keeps NaN/inf out)."""
-    if active.all():
-        return w
-    keep = torch.as_tensor(active, device=w.w_in.device)
-    return Weights(*(torch.where(keep.view(-1, *([1] * (t.dim() - 1))), t, torch.zeros((), dtype=t.dtype,
-                                                                                        device=t.device))
-                     for t in w.tensors()))
+@dataclass
+class _Stack:
+    """The runs a group still trains, in stack order: their indices in the group (``live``; on the device,
+    ``cols``: their columns of the group's arrays [n_iters, R]), their batch orders [n_iters, R', B] and
+    an evaluator for R' runs. :meth:`select` sheds the others."""
+
+    live: np.ndarray
+    cols: torch.Tensor
+    orders: torch.Tensor
+    evaluate: Evaluator
+
+    @classmethod
+    def of(cls, orders: torch.Tensor, evaluate: Evaluator) -> _Stack:
+        R = orders.shape[1]
+        return cls(np.arange(R), torch.arange(R, device=orders.device), orders, evaluate)
+
+    def select(self, keep: np.ndarray) -> _Stack:
+        """The stack of positions ``keep`` alone (each run's batch order is its own, so it goes on unchanged)."""
+        idx = torch.as_tensor(keep, dtype=torch.long, device=self.orders.device)
+        ev = self.evaluate
+        return _Stack(self.live[keep], self.cols.index_select(0, idx), self.orders.index_select(1, idx),
+                      Evaluator(ev.spec, len(keep), ev.data, ev.half_mse))
+
+
+def _graph_note(graphs: bool, off: str | None) -> dict[str, Any]:
+    """What a run records of CUDA graphs: ``cuda_graphs`` whether it trained on them throughout, and where the
+    params asked for them but a capture failed, ``cuda_graphs_off``: why not."""
+    return {"cuda_graphs": graphs and off is None, **({"cuda_graphs_off": off} if off else {})}
+
+
+def _record(arr: torch.Tensor, i: int, cols: torch.Tensor, values: torch.Tensor) -> None:
+    """Row i of a group's array [n_iters, R] for the stack's runs (``cols``), on the device (no sync)."""
+    arr[i].index_copy_(0, cols, values)
 
 
 # ----------------------------------------------------------------------------- PC
-
-
-def _mask_store(store: list[torch.Tensor], run_dims: tuple[int, ...], active: np.ndarray) -> None:
-    """In-place :func:`_mask_weights` of the trainer's weight storage (run axis ``run_dims[i]`` of tensor i)."""
-    if active.all():
-        return
-    stop = torch.as_tensor(~active, device=store[0].device)
-    for t, d in zip(store, run_dims):
-        shape = [1] * t.dim()
-        shape[d] = -1
-        t.masked_fill_(stop.view(shape), 0.0)
 
 
 def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
@@ -282,10 +307,12 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
 
     The iteration runs on :class:`~pipeline.studies.mupc.iteration.GroupIteration`'s static buffers; the
     weights live in its storage (hidden layers layer-major, ``[H-1, R, N, N]``) and are updated in place;
-    ``w`` is the run-major view of that storage the other functions take. With ``cuda_graphs`` on a CUDA
-    device the iteration is captured once and replayed (after the check of
-    :meth:`~pipeline.studies.mupc.iteration.GroupIteration.enable_graph`; where it fails the group trains
-    eagerly and its runs record why); each run records ``cuda_graphs``: whether the group used them."""
+    ``it.w`` is the run-major view of that storage the other functions take. Where an evaluation point finds
+    runs stopped, the group goes on with the others alone (:meth:`GroupIteration.shed`, :meth:`_Stack.select`).
+    With ``cuda_graphs`` on a CUDA device the iteration is captured and replayed, captured again after
+    each shedding (after the check of :meth:`~pipeline.studies.mupc.iteration.GroupIteration.enable_graph`;
+    where it fails the group trains eagerly from there on); each run records ``cuda_graphs``: whether it
+    trained on graphs throughout (``cuda_graphs_off``: why not)."""
     t0 = time.time()
     rc0 = runs[0]
     spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
@@ -298,52 +325,63 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     it = GroupIteration(spec, w0, B, inf_cfg, terms, [rc.act_lr for rc in runs], [rc.param_lr for rc in runs],
                         data.x_train, data.y_train, device, dtype)
     del w0
-    store, run_dims, w, engine = it.store, it.run_dims, it.w, it.engine
-    x, y = it.x, it.y
     hess = rc0.metrics == "hessian"
     book = _Book(runs, n_iters, hess)
-    evaluate_group = Evaluator(spec, R, data, half_mse=True)
+    stack = _Stack.of(orders, Evaluator(spec, R, data, half_mse=True))
     losses = torch.empty(n_iters, R, dtype=dtype, device=device)
     n_conv = torch.empty(n_iters, R, dtype=torch.long, device=device)
-    graph_note: dict[str, Any] = {"cuda_graphs": False}
+    graphs = cuda_graphs and graphs_available(device)
+    graphs_off: str | None = None  # why the group trains eagerly from some capture on
+    notes: dict[int, dict[str, Any]] = {}  # per run that left the stack: its graph note then
+
     with torch.no_grad():
-        if cuda_graphs and graphs_available(device):
-            why = it.enable_graph([orders[0], orders[min(1, n_iters - 1)]], capture_iteration)
-            graph_note = {"cuda_graphs": why is None, **({"cuda_graphs_off": why} if why else {})}
         for i in range(n_iters):
             k = i + 1
-            it.load(orders[i])
+            if graphs and graphs_off is None and it.replay is None:  # the group's first capture, or a shed stack's
+                graphs_off = it.enable_graph([stack.orders[i], stack.orders[min(i + 1, n_iters - 1)]],
+                                             capture_iteration)
+            it.load(stack.orders[i])
             if it.replay is not None and not (hess and i == 0):
-                losses[i], n_conv[i] = it.step()  # the graph's static outputs, copied on the device
+                loss, conv = it.step()  # the graph's static outputs, copied on the device
             else:
-                losses[i] = it.feedforward()
+                loss = it.feedforward()
                 if hess and i == 0:  # row 0: feed-forward activities, initial weights
-                    act_idx = np.flatnonzero(book.active)
-                    lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, engine.runs_view(engine.z),
-                                                                rc0.activity_decay, hessian_dense_max_n)
-                    book.record_hessian(lo, hi, kap, meth, act_idx)
-                n_conv[i] = it.finish()
+                    _hessian_row(book, spec, it, stack.live, np.arange(R), rc0.activity_decay, hessian_dense_max_n)
+                conv = it.finish()
+            _record(losses, i, stack.cols, loss)
+            _record(n_conv, i, stack.cols, conv)
             if k % rc0.test_every == 0 or k == n_iters:
                 book.check_losses(losses, k)
-                _mask_store(store, run_dims, book.active)
                 if k % rc0.test_every == 0 and book.active.any():
-                    acc, tl = evaluate_group(w)
-                    book.record_eval(k, acc, tl)
+                    acc, tl = stack.evaluate(it.w)
+                    book.record_eval(stack.live, acc, tl)
                     if hess:
-                        sel = torch.as_tensor(np.flatnonzero(book.active), device=device)
-                        sub = Weights(*(t[sel] for t in w.tensors()))
-                        z = engine.runs_view(engine.z)
-                        lo, hi, kap, meth = hessian_monitor.monitor(spec, sub, x[sel], y[sel], z[sel],
-                                                                    rc0.activity_decay, hessian_dense_max_n)
-                        book.record_hessian(lo, hi, kap, meth, np.flatnonzero(book.active))
+                        _hessian_row(book, spec, it, stack.live, book.kept(stack.live), rc0.activity_decay,
+                                     hessian_dense_max_n)
                     book.apply_no_learning(k)
-                    _mask_store(store, run_dims, book.active)
-                if not book.active.any():
+                keep = book.kept(stack.live)
+                notes.update({int(r): _graph_note(graphs, graphs_off) for r in stack.live if not book.active[r]})
+                if len(keep) == 0 or k == n_iters:
                     break
+                if len(keep) < len(stack.live):  # shed the stopped runs
+                    stack, it = stack.select(keep), it.shed(keep)
     results = book.results(losses, n_conv, time.time() - t0)
-    for res in results:
-        res.extra.update(graph_note)
+    for r, res in enumerate(results):
+        res.extra.update(notes.get(r) or _graph_note(graphs, graphs_off))
     return results
+
+
+def _hessian_row(book: _Book, spec: NetSpec, it: GroupIteration, live: np.ndarray, pos: np.ndarray, decay: float,
+                 dense_max_n: int) -> None:
+    """The Hessian monitor's row for the runs at stack positions ``pos`` (each one's first sample of the loaded
+    batch, at the activities the iteration left), recorded for them. A function of its own so that nothing it
+    takes (a copy of the weights among them) outlives it, into the stack's shedding."""
+    w, x, y, z = it.w, it.x, it.y, it.engine.runs_view(it.engine.z)
+    if len(pos) < it.R:  # runs stopped at this evaluation: their rows are not recorded
+        sel = torch.as_tensor(pos, device=it.device)
+        w, x, y, z = Weights(*(t[sel] for t in w.tensors())), x[sel], y[sel], z[sel]
+    lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, z, decay, dense_max_n)
+    book.record_hessian(lo, hi, kap, meth, live[pos])
 
 
 def capture_iteration(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs]:
@@ -366,29 +404,32 @@ def train_bp_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     w = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
     opt = Adam(w.tensors(), torch.tensor([rc.param_lr for rc in runs], dtype=dtype, device=device))
     book = _Book(runs, n_iters, False)
-    evaluate_group = Evaluator(spec, R, data, half_mse=False)
+    stack = _Stack.of(orders, Evaluator(spec, R, data, half_mse=False))
     losses = torch.empty(n_iters, R, dtype=dtype, device=device)
     for i in range(n_iters):
         k = i + 1
-        idx = orders[i]
+        idx = stack.orders[i]
         x, y = data.x_train[idx], data.y_train[idx]
         params = [t.detach().requires_grad_(True) for t in w.tensors()]
         y_hat = predict(spec, Weights(*params), x)
         per_run = (y - y_hat).pow(2).mean(dim=(1, 2))
         grads = torch.autograd.grad(per_run.sum(), params)  # runs are independent: ∂(Σ_r ℓ_r)/∂W_r = ∂ℓ_r/∂W_r
-        losses[i] = per_run.detach()
+        _record(losses, i, stack.cols, per_run.detach())
         with torch.no_grad():
             w = Weights(*opt.step([p.detach() for p in params], list(grads)))
             if k % rc0.test_every == 0 or k == n_iters:
                 book.check_losses(losses, k)
-                w = _mask_weights(w, book.active)
                 if k % rc0.test_every == 0 and book.active.any():
-                    acc, tl = evaluate_group(w)
-                    book.record_eval(k, acc, tl)
+                    acc, tl = stack.evaluate(w)
+                    book.record_eval(stack.live, acc, tl)
                     book.apply_no_learning(k)
-                    w = _mask_weights(w, book.active)
-                if not book.active.any():
+                keep = book.kept(stack.live)
+                if len(keep) == 0 or k == n_iters:
                     break
+                if len(keep) < len(stack.live):  # shed the stopped runs
+                    sel = torch.as_tensor(keep, dtype=torch.long, device=w.w_in.device)
+                    w = Weights(*(t.index_select(0, sel) for t in w.tensors()))
+                    stack, opt = stack.select(keep), opt.select(sel)
     return book.results(losses, None, time.time() - t0)
 
 

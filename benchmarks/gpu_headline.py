@@ -19,6 +19,11 @@ evaluates the Figure 1 claims on it. Without CUDA the command says so in one lin
 
     python3 benchmarks/gpu_headline.py --out OUT [--budget 420]    # make gpu-headline OUT=<dir>
     python3 benchmarks/gpu_headline.py --cuts                      # the slice against the paper profile
+    python benchmarks/gpu_headline.py --rebuild A B --out OUT       # judge and draw trained runs here
+
+``--rebuild`` takes the slice's train folders from bundles unpacked in A, B, ... (a later one's unit replaces an
+earlier one's), runs the extract units, the claims and, where plotly is at hand, the render units (HTML, PNG,
+PDF of F16–F19 and F28) on this machine, in the workspace, and writes the summary: how the fixture is judged.
 """
 
 from __future__ import annotations
@@ -192,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a variant: values of the headline profile changed in the workspace (e.g. allow_tf32=false)")
     ap.add_argument("--cuts", action="store_true", help="print the slice's cuts against the paper profile and stop")
     ap.add_argument("--plan", action="store_true", help="print `make plan` of the slice on this machine and stop")
+    ap.add_argument("--rebuild", nargs="+", type=Path, metavar="FOLDER",
+                    help="no training: the train folders of these unpacked bundles, extracted, judged and drawn here")
     a = ap.parse_args(argv)
     if a.cuts:
         print("\n".join(cuts()))
@@ -201,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return plan(["--profile", PROFILE, "--stages", *(f"{STUDY}_train@{u}" for u in TRAIN_UNITS),
                      *(f"{STUDY}_extract@{u}" for u in EXTRACT_UNITS)])
+    if a.rebuild:
+        if a.out is None:
+            ap.error("--rebuild needs --out")
+        return rebuild(a.rebuild, a.out.resolve(), a.data.resolve(), a.workspace.resolve(), a.extract_limit)
     try:
         import torch
     except ImportError:
@@ -258,7 +269,16 @@ def run(out: Path, data: Path, ws: Path, budget: float, extract_limit: float, ma
         r = s["train"][unit]
         print(f"{unit}: {r['runs_trained_now']} runs trained in {r['seconds']} s"
               + (" (cut)" if r["cut_at_limit"] else ""), flush=True)
-    done = {u for u in TRAIN_UNITS if complete(ws, u)}
+    judge(s, out, ws, env, {u for u in TRAIN_UNITS if complete(ws, u)}, extract_limit, save)
+    bundle(out, ws)
+    save()
+    print(summary_text(s), end="")
+    return 0
+
+
+def judge(s: dict[str, Any], out: Path, ws: Path, env: dict[str, str], done: set[str], extract_limit: float,
+          save: Any, draw: bool = False) -> None:
+    """The extract units whose sweeps are ``done``, the claims, and (``draw``) the render units, into ``s``."""
     sys.path.insert(0, str(ROOT))
     from pipeline.studies.mupc.training.families import FAMILIES
 
@@ -270,9 +290,43 @@ def run(out: Path, data: Path, ws: Path, budget: float, extract_limit: float, ma
     s["claims_run"] = gc.run_limited([sys.executable, "-m", "stages.claims", "--study", STUDY, "--built"],
                                      out / "claims.log", 120, env)
     s["claims"] = verdicts(ws)
+    if draw:
+        s["render"] = {u: gc.run_limited([sys.executable, "-m", "stages.render", STUDY, u, "--profile", PROFILE],
+                                         out / f"render_{u}.log", 300, env)
+                       for u in EXTRACT_UNITS if not isinstance(s["extract"][u], str) and s["extract"][u]["rc"] == 0}
     save()
-    bundle(out, ws)
-    save()
+
+
+def rebuild(folders: list[Path], out: Path, data: Path, ws: Path, extract_limit: float, draw: bool = True) -> int:
+    """``--rebuild``: the train folders of ``folders`` (later ones replace earlier ones' units) judged and, with
+    ``draw`` where plotly is at hand, drawn here; the summary names the folder each unit came from."""
+    import importlib.util
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(ws / "artifacts", ignore_errors=True)
+    shutil.rmtree(ws / "reports", ignore_errors=True)
+    env = stage_env(ws, data)
+    source: dict[str, str] = {}
+    for folder in folders:
+        for unit in TRAIN_UNITS:
+            src = folder / "artifacts" / STUDY / "train" / unit
+            if src.is_dir():
+                dst = ws / "artifacts" / STUDY / "train" / unit
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(src, dst)
+                source[unit] = str(folder)
+    machine = {"git_commit": "rebuild", "gpu": "none (runs trained elsewhere)", "torch": "", "cuda": None}
+    s: dict[str, Any] = {"machine": machine, "profile": PROFILE, "budget_s": 0, "cuts": cuts(), "train": {},
+                         "extract": {}, "rebuilt_from": source}
+
+    def save() -> None:
+        (out / "summary.json").write_text(json.dumps(s, indent=1, default=str))
+
+    plotly = importlib.util.find_spec("plotly") is not None
+    judge(s, out, ws, env, set(source), extract_limit, save, draw=draw and plotly)
+    s["seconds"] = 0
+    (out / "summary.txt").write_text(summary_text(s))
     print(summary_text(s), end="")
     return 0
 

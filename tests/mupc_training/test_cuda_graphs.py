@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -361,3 +363,52 @@ def test_steady_state_iterations_do_not_synchronise_on_cuda(graphs):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.isfinite(losses).all()
+
+
+# ----------------------------------------------------------------------------- graphs only where they pay
+
+# graph/eager on an H100 (TF32, μPC ReLU, skips, B = 64): benchmarks/README.md's first-contact table (9c2e439)
+# and fixtures/headline/pc_gpu.json (512:128:128)
+MEASURED_GAIN = {("512:8:8", 1): 4.57, ("512:8:8", 8): 2.15, ("512:8:8", 64): 1.04, ("512:32:32", 1): 4.04,
+                 ("512:32:32", 8): 1.20, ("512:32:32", 64): 1.01, ("128:8:500", 1): 7.82, ("128:8:500", 8): 5.97,
+                 ("128:8:500", 64): 1.26, ("512:128:128", 1): 1.93, ("512:128:128", 3): 1.13,
+                 ("512:128:128", 8): 1.03}
+
+
+def _rule(shape: str, R: int, dtype: torch.dtype = torch.float32) -> str | None:
+    N, H, T = (int(v) for v in shape.split(":"))
+    rc = pc_run(N=N, H=H, T=T, act="relu", skips=True, param="mupc", init="standard_gauss")
+    return tr.graphs_pay(rc, tr.net_spec(rc, 784, 10), R, dtype)
+
+
+def test_the_graph_rule_captures_where_the_h100_measured_a_gain_and_not_where_it_did_not():
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "headline" / "pc_gpu.json").read_text())
+    for r in fixture["rows"]:  # the table's 512:128:128 gains are the fixture's
+        if r["graph_ok"]:
+            assert MEASURED_GAIN[(f"{r['N']}:{r['H']}:{r['T']}", r["R"])] == round(r["graph_over_eager"], 2)
+    for (shape, R), gain in MEASURED_GAIN.items():
+        why = _rule(shape, R)
+        if gain >= 1.10:
+            assert why is None, (shape, R, gain)
+        else:
+            assert why is not None and why.startswith("bandwidth-bound: "), (shape, R, gain)
+    assert _rule("512:128:128", 64) is not None and _rule("512:128:128", 3, torch.float64) is not None
+
+
+def test_a_stack_above_the_rule_trains_eager_and_a_shed_one_below_it_is_captured(monkeypatch):
+    """The rule turns the full stack down (each run records why), and is asked again once the stack sheds."""
+    data = synthetic()
+    runs = groups()[0]
+    eager = tr.train_group(runs, data, "cpu", cuda_graphs=False)
+    calls = _force_graphs(monkeypatch, replaying_capture)
+    monkeypatch.setattr(tr, "GRAPH_MAX_STEP_BYTES", 1.0)  # every stack is "bandwidth-bound"
+    got = tr.train_group(runs, data, "cpu")
+    _same(got, eager)
+    assert calls == []
+    assert all(r.extra["cuda_graphs"] is False and r.extra["cuda_graphs_off"].startswith("bandwidth-bound: ")
+               for r in got)
+    pays = {4: False, 3: True}  # the 4-run stack is turned down, the 3 runs left after a shed are captured
+    monkeypatch.setattr(tr, "graphs_pay", lambda rc, spec, R, dtype: None if pays[R] else "bandwidth-bound: test")
+    got = tr.train_group(runs, data, "cpu")
+    _same(got, eager)
+    assert calls == [3]

@@ -45,6 +45,7 @@ from pipeline.studies.mupc.iteration import GroupIteration, Outputs, cuda_captur
 from pipeline.studies.mupc.model import NetSpec, Weights, init_weights, multipliers, phi
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
+from pipeline.studies.mupc.training.cost import iteration_bytes
 from pipeline.studies.mupc.training.sweeps import stack_key
 
 NO_LEARNING_ACC = 15.0
@@ -331,15 +332,21 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     losses = torch.empty(n_iters, R, dtype=dtype, device=device)
     n_conv = torch.empty(n_iters, R, dtype=torch.long, device=device)
     graphs = cuda_graphs and graphs_available(device)
-    graphs_off: str | None = None  # why the group trains eagerly from some capture on
+    graphs_off: str | None = None  # why the group trains eagerly from some capture on (a failed capture: for good)
+    skipped: str | None = None  # why a stack of the group was not captured (graphs would not pay there)
+    skipped_r = 0  # the stack size the rule last turned down (a shed stack is judged again)
     notes: dict[int, dict[str, Any]] = {}  # per run that left the stack: its graph note then
 
     with torch.no_grad():
         for i in range(n_iters):
             k = i + 1
-            if graphs and graphs_off is None and it.replay is None:  # the group's first capture, or a shed stack's
-                graphs_off = it.enable_graph([stack.orders[i], stack.orders[min(i + 1, n_iters - 1)]],
-                                             capture_iteration)
+            if graphs and graphs_off is None and it.replay is None and skipped_r != it.R:  # first or shed stack
+                why = graphs_pay(rc0, spec, it.R, dtype)
+                if why is None:
+                    graphs_off = it.enable_graph([stack.orders[i], stack.orders[min(i + 1, n_iters - 1)]],
+                                                 capture_iteration)
+                else:
+                    skipped, skipped_r = why, it.R
             it.load(stack.orders[i])
             if it.replay is not None and not (hess and i == 0):
                 loss, conv = it.step()  # the graph's static outputs, copied on the device
@@ -360,14 +367,15 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
                                      hessian_dense_max_n)
                     book.apply_no_learning(k)
                 keep = book.kept(stack.live)
-                notes.update({int(r): _graph_note(graphs, graphs_off) for r in stack.live if not book.active[r]})
+                notes.update({int(r): _graph_note(graphs, graphs_off or skipped) for r in stack.live
+                              if not book.active[r]})
                 if len(keep) == 0 or k == n_iters:
                     break
                 if len(keep) < len(stack.live):  # shed the stopped runs
                     stack, it = stack.select(keep), it.shed(keep)
     results = book.results(losses, n_conv, time.time() - t0)
     for r, res in enumerate(results):
-        res.extra.update(notes.get(r) or _graph_note(graphs, graphs_off))
+        res.extra.update(notes.get(r) or _graph_note(graphs, graphs_off or skipped))
     return results
 
 
@@ -382,6 +390,26 @@ def _hessian_row(book: _Book, spec: NetSpec, it: GroupIteration, live: np.ndarra
         w, x, y, z = Weights(*(t[sel] for t in w.tensors())), x[sel], y[sel], z[sel]
     lo, hi, kap, meth = hessian_monitor.monitor(spec, w, x, y, z, decay, dense_max_n)
     book.record_hessian(lo, hi, kap, meth, live[pos])
+
+
+# CUDA graphs pay where an iteration's kernels are short enough for their launches to show: measured on an
+# H100 (benchmarks/README.md, "Graphs only where they pay"; tests/mupc_training/fixtures/headline/pc_gpu.json)
+# the replay gained 1.13-7.8x up to 1.07 GB moved per inference step and 1.01-1.04x from 2.0 GB (twelve
+# settings, N 128-512, H 8-128, T 8-500, 1-64 runs; bytes by cost.iteration_bytes, averaged over the steps).
+GRAPH_MAX_STEP_BYTES = 1.5e9
+
+
+def graphs_pay(rc: RunConfig, spec: NetSpec, R: int, dtype: torch.dtype) -> str | None:
+    """None where a CUDA graph of a stack of ``R`` such runs is expected to pay, else why not: the engine's
+    bytes per inference step (:func:`~pipeline.studies.mupc.training.cost.iteration_bytes` over T) at or above
+    :data:`GRAPH_MAX_STEP_BYTES`, where the stack is bound by memory bandwidth and the capture and its check
+    (a minute at 512:128:128 × 64) buy nothing."""
+    T = max(rc.T, 1)
+    per_step = iteration_bytes(spec.N, spec.H, T, spec.act, R, rc.batch_size, dtype.itemsize) / T
+    if per_step < GRAPH_MAX_STEP_BYTES:
+        return None
+    return (f"bandwidth-bound: {per_step / 1e9:.2f} GB per inference step >= {GRAPH_MAX_STEP_BYTES / 1e9:g} GB, "
+            f"where graphs gained at most 1.04x on an H100")
 
 
 def capture_iteration(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs]:

@@ -55,8 +55,9 @@ LONG_SECONDS = 24 * 3600  # a stage estimated above this stops before compute (e
 # imprint_extract@final process 2.45 s, imprint_render@glyph 10.8 s, on a loaded 2-core machine).
 FIXED_SECONDS = {"train": 5.0, "extract": 3.0, "render": 10.0}
 # The largest step a probe times; a larger one is built scaled down by its probe (about 0.05 s on one
-# CPU thread, a few ms on a GPU).
-PROBE_FLOPS = {"cpu": 1e9, "cuda": 1e11}
+# CPU thread; on a GPU a 128-layer PC iteration of three runs at N = 512, ≈ 50 ms on an H100: its scaled-down
+# stand-ins ran several times slower per FLOP than the real shape).
+PROBE_FLOPS = {"cpu": 1e9, "cuda": 2e12}
 PROBE_SECONDS = 0.2  # each probe times its step (after one warm-up call) for about this long
 # A stage's own check probes only what it must: below FLOOR_FLOPS a stage cannot take 24 h on any machine that
 # runs its products at FLOOR_RATE or faster (the slowest rate probed here, launch-bound equilibrium steps, was

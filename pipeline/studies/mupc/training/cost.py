@@ -95,6 +95,26 @@ def iteration_bytes(N: int, H: int, T: int, act: str, R: int = 1, B: int = 64, i
     return float(steps + OTHER_WEIGHT_PASSES * (H - 1) * weight)
 
 
+# CUDA graphs pay where an iteration's kernels are short enough for their launches to show: measured on an
+# H100 (benchmarks/README.md, "Graphs only where they pay"; tests/mupc_training/fixtures/headline/pc_gpu.json)
+# the replay gained 1.13-7.8x up to 1.07 GB moved per inference step and 1.01-1.04x from 2.0 GB (twelve
+# settings, N 128-512, H 8-128, T 8-500, 1-64 runs; bytes by iteration_bytes, averaged over the steps).
+GRAPH_MAX_STEP_BYTES = 1.5e9
+
+
+def graphs_skipped(N: int, H: int, T: int, act: str, R: int, B: int = 64, itemsize: int = 4,
+                   limit: float = GRAPH_MAX_STEP_BYTES) -> str | None:
+    """None where a CUDA graph of such a stack is expected to pay, else why not: the engine's bytes per inference
+    step at or above ``limit``, where the stack is bound by memory bandwidth and the capture and its check (a
+    minute at 512:128:128 × 64) buy nothing."""
+    steps = max(T, 1)
+    per_step = iteration_bytes(N, H, steps, act, R, B, itemsize) / steps
+    if per_step < limit:
+        return None
+    return (f"bandwidth-bound: {per_step / 1e9:.2f} GB per inference step >= {limit / 1e9:g} GB, "
+            f"where graphs gained at most 1.04x on an H100")
+
+
 def evaluation_flops(N: int, H: int, images: int, D: int = D, d_y: int = D_Y) -> float:
     """One feed-forward of ``images`` images (a test evaluation of one run)."""
     return 2 * images * (D * N + (H - 1) * N * N + d_y * N)
@@ -157,6 +177,10 @@ def group_work(cfg: TrainingParams, group: Sequence[RunConfig], prec: str, devic
     else:
         shape = {"N": rc.N, "H": rc.H, "T": rc.T, "runs": R, "act_optim": rc.act_optim,
                  "front": not rc.activity_decay, "precision": prec, "threads": threads}
+        if device.startswith("cuda"):  # the probe times the iteration as the trainer runs it: replayed or eager
+            size = 8 if prec == "float64" else 4
+            shape["graphs"] = cfg.cuda_graphs and graphs_skipped(rc.N, rc.H, rc.T, rc.act, R, rc.batch_size,
+                                                                 size) is None
         out = [Work(f"pc N={rc.N} H={rc.H} T={rc.T}{'' if shape['front'] else ' (decay)'}, {R} runs per group",
                     "pc_step", shape, sum(f[0] for f in flops))]
     hess = sum(f[1] for f in flops)

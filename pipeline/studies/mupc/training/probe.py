@@ -1,12 +1,15 @@
 """Calibration probes of mupc_training (``make plan``, the stage's plan line): one step of each shape, timed.
 
-Each probe builds one step of a sweep's work with the trainer's own engine on random data and returns
+Each probe builds one step of a sweep's work with the trainer's own iteration on random data and returns
 it with the FLOPs it computes (counted as ``cost.py`` counts them); the planner times it. A step above
 ``budget`` FLOPs is scaled down first, so no probe takes long where the real step would (N = 512, H = T =
 128 executes ≈ 5·10¹¹ FLOPs per iteration): T is halved towards H (steps beyond the front all cost the
-same), then H and T together down to 8 layers, then the runs per stack, then H again. The estimate
-extrapolates the scaled step's seconds per FLOP to the real shape, N kept (so the products keep their
-size); deeper networks only repeat the same products, so the rate carries over.
+same), then H and T together down to 8 layers, then the runs per stack, then H again. On CUDA the runs per
+stack go first (the budget there holds a whole 128-layer iteration of a few runs), and the iteration is
+replayed from a CUDA graph where the trainer would capture one (``graphs`` in the work's shape): an eager
+iteration of a 32-layer stand-in ran ≈ 6× slower per FLOP on an H100 than the 128-layer graph it stood for
+(the plan then said 5 min 45 s for a sweep that trained in 52 s). The estimate extrapolates the scaled step's
+seconds per FLOP to the real shape, N kept (so the products keep their size).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from collections.abc import Callable
 
 import torch
 
-from pipeline.studies.mupc.energy import Adam, InferenceConfig, InPlaceAdam, PCEngine
+from pipeline.studies.mupc.energy import Adam, EnergyTerms, InferenceConfig, PCEngine
+from pipeline.studies.mupc.iteration import GroupIteration
 from pipeline.studies.mupc.model import Weights, init_weights
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
@@ -53,10 +57,14 @@ def _batch(R: int, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch
     return x, y
 
 
-def scaled(flops: Callable[[int, int, int], float], H: int, T: int, R: int, budget: float) -> tuple[int, int, int]:
-    """(H, T, R) reduced by the module's rule until ``flops(H, T, R)`` is within ``budget``."""
+def scaled(flops: Callable[[int, int, int], float], H: int, T: int, R: int, budget: float,
+           runs_first: bool = False) -> tuple[int, int, int]:
+    """(H, T, R) reduced by the module's rule until ``flops(H, T, R)`` is within ``budget`` (``runs_first``: the
+    runs per stack before the layers, CUDA's order)."""
     while flops(H, T, R) > budget:
-        if T > H:
+        if runs_first and R > 1:
+            R //= 2
+        elif T > H:
             T = max(H, T // 2)
         elif H > MIN_LAYERS or (R == 1 and H > 1):
             h = max(1, H // 2)
@@ -75,32 +83,32 @@ def _run(N: int, H: int, T: int, act_optim: str, front: bool, kind: str = "pc") 
 
 
 def pc_step(*, N: int, H: int, T: int, runs: int, act_optim: str, front: bool, precision: str, threads: int,
-            device: str, budget: float) -> Step:
+            device: str, budget: float, graphs: bool = False) -> Step:
     """One PC training iteration (feed-forward, T inference steps, errors, weight gradients, Adam) of one stack
-    as the trainer forms it (``auto_layout`` runs per stack)."""
+    as the trainer runs it (:class:`GroupIteration`, ``auto_layout`` runs per stack; ``graphs`` on CUDA:
+    captured and replayed, eager where the capture or its check fails, as in the trainer)."""
     _setup(threads, precision, device)
-    H, T, R = scaled(lambda h, t, r: r * iteration_flops(N, h, t, front=front)[1], H, T, runs, budget)
+    cuda = device.startswith("cuda")
+    H, T, R = scaled(lambda h, t, r: r * iteration_flops(N, h, t, front=front)[1], H, T, runs, budget, cuda)
     rc = _run(N, H, T, act_optim, front)
     R = auto_layout(rc, R, device)
     spec, dtype = net_spec(rc), _dtype(precision)
     w0 = init_weights(spec, list(range(R)), dtype=dtype, device=device)
-    store = [w0.w_in.contiguous(), w0.w_hid.transpose(0, 1).contiguous(), w0.w_out.contiguous()]
-    w = Weights(store[0], store[1].transpose(0, 1), store[2])
-    opt = InPlaceAdam(store, [1e-3] * R, (0, 1, 0))
-    grads = [torch.empty_like(t) for t in store]
-    engine = PCEngine(spec, R, B, InferenceConfig(steps=T, optim=act_optim, activity_decay=rc.activity_decay),
-                      dtype=dtype, device=device)
-    engine.bind(w)
-    x, y = _batch(R, dtype, device)
-    lr = torch.full((R,), rc.act_lr, dtype=dtype, device=device)
+    x, y = _batch(1, dtype, device)
+    x, y = x[0], y[0]  # a B-image training set: each run's batch is all of it, in its own order
+    g = torch.Generator().manual_seed(1)
+    orders = torch.stack([torch.randperm(B, generator=g).repeat(R, 1) for _ in range(2)]).to(device)
+    it = GroupIteration(spec, w0, B, InferenceConfig(steps=T, optim=act_optim, activity_decay=rc.activity_decay),
+                        EnergyTerms(activity_decay=rc.activity_decay), [rc.act_lr] * R, [rc.param_lr] * R, x, y,
+                        device, dtype)
+    del w0
+    if graphs and cuda:
+        it.enable_graph([orders[0], orders[1]])
 
     @torch.no_grad()
     def step() -> None:
-        engine.feedforward(x, y)
-        engine.infer(lr)
-        engine.errors()
-        engine.weight_grads(x, grads)
-        opt.step(grads)
+        it.load(orders[0])
+        it.step()
         _sync(device)
 
     return step, R * iteration_flops(N, H, T, front=front)[1]

@@ -45,7 +45,7 @@ from pipeline.studies.mupc.iteration import GroupIteration, Outputs, cuda_captur
 from pipeline.studies.mupc.model import NetSpec, Weights, init_weights, multipliers, phi
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
-from pipeline.studies.mupc.training.cost import iteration_bytes
+from pipeline.studies.mupc.training.cost import GRAPH_MAX_STEP_BYTES, graphs_skipped
 from pipeline.studies.mupc.training.sweeps import stack_key
 
 NO_LEARNING_ACC = 15.0
@@ -392,24 +392,10 @@ def _hessian_row(book: _Book, spec: NetSpec, it: GroupIteration, live: np.ndarra
     book.record_hessian(lo, hi, kap, meth, live[pos])
 
 
-# CUDA graphs pay where an iteration's kernels are short enough for their launches to show: measured on an
-# H100 (benchmarks/README.md, "Graphs only where they pay"; tests/mupc_training/fixtures/headline/pc_gpu.json)
-# the replay gained 1.13-7.8x up to 1.07 GB moved per inference step and 1.01-1.04x from 2.0 GB (twelve
-# settings, N 128-512, H 8-128, T 8-500, 1-64 runs; bytes by cost.iteration_bytes, averaged over the steps).
-GRAPH_MAX_STEP_BYTES = 1.5e9
-
-
 def graphs_pay(rc: RunConfig, spec: NetSpec, R: int, dtype: torch.dtype) -> str | None:
-    """None where a CUDA graph of a stack of ``R`` such runs is expected to pay, else why not: the engine's
-    bytes per inference step (:func:`~pipeline.studies.mupc.training.cost.iteration_bytes` over T) at or above
-    :data:`GRAPH_MAX_STEP_BYTES`, where the stack is bound by memory bandwidth and the capture and its check
-    (a minute at 512:128:128 × 64) buy nothing."""
-    T = max(rc.T, 1)
-    per_step = iteration_bytes(spec.N, spec.H, T, spec.act, R, rc.batch_size, dtype.itemsize) / T
-    if per_step < GRAPH_MAX_STEP_BYTES:
-        return None
-    return (f"bandwidth-bound: {per_step / 1e9:.2f} GB per inference step >= {GRAPH_MAX_STEP_BYTES / 1e9:g} GB, "
-            f"where graphs gained at most 1.04x on an H100")
+    """None where a CUDA graph of a stack of ``R`` such runs is expected to pay, else why not
+    (:func:`~pipeline.studies.mupc.training.cost.graphs_skipped` at :data:`GRAPH_MAX_STEP_BYTES`)."""
+    return graphs_skipped(spec.N, spec.H, rc.T, spec.act, R, rc.batch_size, dtype.itemsize, GRAPH_MAX_STEP_BYTES)
 
 
 def capture_iteration(fn: Callable[[], Outputs]) -> tuple[Callable[[], None], Outputs]:

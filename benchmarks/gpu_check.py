@@ -65,6 +65,21 @@ def run_limited(cmd: list[str], log: Path, limit: float, env: dict[str, str] | N
             "log": log.name}
 
 
+def cuda_torch(command: str, nothing: str) -> Any | None:
+    """torch where it sees a CUDA device; else None, having said why in one line (``<command>: no CUDA here: …;
+    <nothing>``): a command for a GPU machine run elsewhere is a no-op, not an error."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{command}: no CUDA here: {sys.executable} has no torch; {nothing}")
+        return None
+    if not torch.cuda.is_available():
+        print(f"{command}: no CUDA here: torch {torch.__version__} sees no CUDA device "
+              f"(torch.version.cuda = {torch.version.cuda}); {nothing}")
+        return None
+    return torch
+
+
 def tail(path: Path, n: int = 15) -> list[str]:
     return path.read_text(errors="replace").splitlines()[-n:] if path.exists() else []
 
@@ -386,14 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.write_data:
         write_data(a.write_data)
         return 0
-    try:
-        import torch
-    except ImportError:
-        print(f"gpu-check: no CUDA here: {sys.executable} has no torch; nothing checked")
-        return 0
-    if not torch.cuda.is_available():
-        print(f"gpu-check: no CUDA here: torch {torch.__version__} sees no CUDA device "
-              f"(torch.version.cuda = {torch.version.cuda}); nothing checked")
+    torch = cuda_torch("gpu-check", "nothing checked")
+    if torch is None:
         return 0
     if a.out is None:
         ap.error("--out is required on a CUDA machine (make gpu-check OUT=<dir>)")

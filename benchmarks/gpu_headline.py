@@ -212,14 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         if a.out is None:
             ap.error("--rebuild needs --out")
         return rebuild(a.rebuild, a.out.resolve(), a.data.resolve(), a.workspace.resolve(), a.extract_limit)
-    try:
-        import torch
-    except ImportError:
-        print(f"gpu-headline: no CUDA here: {sys.executable} has no torch; nothing trained")
-        return 0
-    if not torch.cuda.is_available():
-        print(f"gpu-headline: no CUDA here: torch {torch.__version__} sees no CUDA device "
-              f"(torch.version.cuda = {torch.version.cuda}); nothing trained")
+    torch = gc.cuda_torch("gpu-headline", "nothing trained")
+    if torch is None:
         return 0
     if a.out is None:
         ap.error("--out is required on a CUDA machine (make gpu-headline OUT=<dir>)")

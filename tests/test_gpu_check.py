@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from pipeline.paths import repo_root
 
 ROOT = repo_root()
@@ -23,13 +25,14 @@ def _module(name: str) -> ModuleType:
     return mod
 
 
-def test_make_gpu_check_without_cuda_says_so_in_one_line(tmp_path):
+@pytest.mark.parametrize("target", ["gpu-check", "gpu-headline"])
+def test_make_gpu_targets_without_cuda_say_so_in_one_line(tmp_path, target):
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)}
-    out = subprocess.run(["make", "-s", "gpu-check", f"OUT={tmp_path / 'out'}"], cwd=ROOT, env=env,
+    out = subprocess.run(["make", "-s", target, f"OUT={tmp_path / 'out'}"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gpu-check: no CUDA here:"), out.stdout
+    assert len(lines) == 1 and lines[0].startswith(f"{target}: no CUDA here:"), out.stdout
     assert not (tmp_path / "out").exists()  # nothing measured, nothing written
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import subprocess
 import sys
 import tarfile
 import time
@@ -203,11 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.cuts:
         print("\n".join(cuts()))
         return 0
-    if a.plan:
-        from pipeline.plan import main as plan
-
-        return plan(["--profile", PROFILE, "--stages", *(f"{STUDY}_train@{u}" for u in TRAIN_UNITS),
-                     *(f"{STUDY}_extract@{u}" for u in EXTRACT_UNITS)])
+    if a.plan:  # `make plan` of the slice, as its command line
+        stages = [*(f"{STUDY}_train@{u}" for u in TRAIN_UNITS), *(f"{STUDY}_extract@{u}" for u in EXTRACT_UNITS)]
+        return subprocess.run([sys.executable, "-m", "pipeline.plan", "--profile", PROFILE, "--stages", *stages],
+                              cwd=ROOT).returncode
     if a.rebuild:
         if a.out is None:
             ap.error("--rebuild needs --out")

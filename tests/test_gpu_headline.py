@@ -63,3 +63,17 @@ def test_without_budget_nothing_trains_and_no_claim_is_judged(smoke_slice):
     assert all(isinstance(r, str) and r.startswith("not run:") for r in s["extract"].values())
     assert all(c["status"].startswith("not measured") for c in s["claims"])
     assert "S10: not trained (no training budget left)" in (s["out"] / "summary.txt").read_text()
+
+
+def test_the_plan_costs_the_slice_alone(tmp_path):
+    import os
+    import subprocess
+
+    env = {**os.environ, "TRAINSCAPE_PLAN_CACHE": str(tmp_path / "plan")}
+    out = subprocess.run([sys.executable, "benchmarks/gpu_headline.py", "--plan"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "plan of profile 'headline': 11 stages" in out.stdout
+    rows = [ln.split()[0] for ln in out.stdout.splitlines() if ln.startswith("  mupc_training_")]
+    assert sorted(rows) == sorted([*(f"mupc_training_train@{u}" for u in gh.TRAIN_UNITS),
+                                   *(f"mupc_training_extract@{u}" for u in gh.EXTRACT_UNITS)])

@@ -27,6 +27,9 @@ class WriteError(OSError):
         super().__init__(cause.errno, cause.strerror or str(cause), str(path))
         self.path = Path(path)
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole, as a worker process would send it back
+        return type(self), (self.path, OSError(self.errno, self.strerror))
+
 
 def _umask() -> int:
     mask = os.umask(0)

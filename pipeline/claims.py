@@ -6,6 +6,10 @@ reads exactly the metrics files those claims name and the active profile writes,
 claim's check (:mod:`pipeline.checks`), writes ``reports/claims.json`` and logs one MLflow run
 ``claims``. A claim that is expected to hold and does not is printed loudly; the stage still
 succeeds (a research result is data), unless ``--strict`` / ``TRAINSCAPE_CLAIMS_STRICT=1``.
+
+``claims.json`` is a DVC output, so it holds only what its inputs (the claims, the metrics) determine:
+the same inputs give the same bytes. The runs (this stage's own and those that wrote the metrics it
+read) go to the stage's run record, ``.trainscape/runs/claims.json`` (:mod:`pipeline.tracking.records`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pipeline.provenance import run_tags
 from pipeline.tracking import Tracker
 from pipeline.tracking import records as run_records
 
+STAGE = "claims"  # the stage's name: its MLflow experiment and run record
 STRICT_ENV = "TRAINSCAPE_CLAIMS_STRICT"
 HOLDS, FAILS, UNMEASURED = "holds", "fails", "not measured"
 
@@ -183,11 +188,15 @@ def build_ledger(params: Params, root_load: Callable[[str], Any | None] | None =
         rows += [evaluate(c, study.name, params.profile, load) for c in claims if kinds is None or c.kind in kinds]
     if built_only:
         rows = [r for r in rows if r["status"] != UNMEASURED]
-    stages = sorted({r["stage"] for row in rows for r in row["reads"] if r["stage"] in available})
-    runs = {s: source_run(s) for s in stages}
-    for row in rows:
-        row["source_runs"] = {r["stage"]: runs.get(r["stage"]) for r in row["reads"]}
     return {"summary": summarise(rows, params.profile), "claims": rows}
+
+
+def source_runs(ledger: Mapping[str, Any], params: Params) -> dict[str, str | None]:
+    """The run (key) behind each published metrics file the ledger read, for the stage's run record: a
+    forced rerun of a source gives it a new key without changing its bytes, so the key is no input of the ledger."""
+    available = published(params)
+    stages = sorted({r["stage"] for row in ledger["claims"] for r in row["reads"] if r["stage"] in available})
+    return {s: source_run(s) for s in stages}
 
 
 def definitions_hash(ledger: Mapping[str, Any]) -> str:
@@ -246,14 +255,13 @@ def strict_from_env() -> bool:
 
 def run(params: Params, *, strict: bool = False, studies: Collection[str] | None = None,
         kinds: Collection[str] | None = None, built_only: bool = False) -> int:
-    """The claims stage: evaluate, write ``reports/claims.json``, log, print; exit code (1 under
+    """The claims stage: evaluate, write ``reports/claims.json``, log, record the runs, print; exit code (1 under
     ``strict`` when a claim expected on this profile does not hold, or when nothing was checked)."""
     ledger = build_ledger(params, studies=studies, kinds=kinds, built_only=built_only)
     path = write_json(ledger_path(), ledger)
     run_key = log_ledger(ledger, params, path)
-    if run_key:
-        ledger["summary"]["run_key"] = run_key
-        write_json(path, ledger)
+    run_records.record(STAGE, ledger, {"run_key": run_key, "mlflow_experiment": STAGE,
+                                       "sources": source_runs(ledger, params)})
     print_ledger(ledger)
     if strict and not ledger["claims"]:
         print("!!!! no claim was checked (no study's metrics built?)", file=sys.stderr)

@@ -59,11 +59,6 @@ FIXED_SECONDS = {"train": 5.0, "extract": 3.0, "render": 10.0}
 # stand-ins ran several times slower per FLOP than the real shape).
 PROBE_FLOPS = {"cpu": 1e9, "cuda": 2e12}
 PROBE_SECONDS = 0.2  # each probe times its step (after one warm-up call) for about this long
-# A stage's own check probes only what it must: below FLOOR_FLOPS a stage cannot take 24 h on any machine that
-# runs its products at FLOOR_RATE or faster (the slowest rate probed here, launch-bound equilibrium steps, was
-# about 5e7 FLOP/s), so its missing shapes are not probed and its estimate is that bound (`make plan` probes).
-FLOOR_RATE = 1e7  # FLOP/s
-FLOOR_FLOPS = LONG_SECONDS * FLOOR_RATE
 
 
 # ----------------------------------------------------------------------------- the device
@@ -243,31 +238,25 @@ def unit_cost(family: Family, cfg: Any, unit: str, device: str, previous: Callab
 
 
 def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: Calibration,
-               previous: Callable[[str], Any] | None = None, probe: bool = True) -> StagePlan:
-    """The plan of one unit: its cost, each work's estimate on the calibration's device, the fixed part.
-    Without ``probe``, a shape missing from the cache is estimated at :data:`FLOOR_RATE` (an upper bound)."""
+               previous: Callable[[str], Any] | None = None) -> StagePlan:
+    """The plan of one unit: its cost, each work's estimate on the calibration's device (a shape missing
+    from the cache is probed now), the fixed part."""
     plan = StagePlan(study.name, family.kind, unit, seconds=FIXED_SECONDS[family.kind])
     if not family.cost(cfg, unit):
         plan.note = "fixed: process start-up and small work" if family.kind != "train" else "no cost declared"
         return plan
     cost = unit_cost(family, cfg, unit, calibration.device, previous)
     plan.runs, plan.groups, plan.flops, plan.note, plan.calibrated = cost.runs, cost.groups, cost.flops, cost.note, True
-    failed, bounded = [], 0
+    failed = []
     for w in cost.work:
-        rate = calibration.rate(family.probe or "", w, probe) if w.flops else 0.0
-        key = calibration.key(family.probe or "", w)
-        if rate is None and key in calibration.failed:
-            failed.append(f"{w.label}: {calibration.failed[key]}")
-        elif rate is None:
-            rate, bounded = 1.0 / FLOOR_RATE, bounded + 1
+        rate = calibration.rate(family.probe or "", w) if w.flops else 0.0
+        if rate is None:
+            failed.append(f"{w.label}: {calibration.failed[calibration.key(family.probe or '', w)]}")
         seconds = w.flops * (rate or 0.0)
         plan.work.append((w, seconds))
         plan.seconds += seconds
     if failed:
         plan.note += f"; NOT in the estimate (probe failed): {'; '.join(failed)}"
-    if bounded:
-        plan.note += (f"; {bounded} shape(s) not probed, too few FLOPs to reach 24 h: the estimate is an upper "
-                      f"bound at {FLOOR_RATE / 1e6:g} MFLOP/s (`make plan` calibrates them)")
     return plan
 
 
@@ -299,29 +288,36 @@ def before_stage(study: Study, family: Family, cfg: Any, unit: str, device: str,
                  log: Callable[[str], None]) -> StagePlan | None:
     """The runner's check: log the stage's plan line, and stop a stage estimated above 24 h (a
     :class:`ConfigError`: one line, exit 2) unless ``TRAINSCAPE_ALLOW_LONG=1``. None when the family declares
-    no cost. The probe module is loaded whether or not the cache holds the stage's shapes, so the stage
-    loads exactly its code deps either way."""
+    no cost. Shapes the cache lacks are probed now, however small the stage: a probe costs a fraction of a
+    second once per machine, while a bound at a guessed slowest rate read as hours for stages of seconds.
+    The probe module is loaded whether or not the cache holds the stage's shapes, so the stage loads
+    exactly its code deps either way."""
     if not family.cost(cfg, unit):
         return None
     if family.probe:
         importlib.import_module(family.probe)
     cal = Calibration(device)
     prev = previous_reader(study.name, family.kind, unit) if family.resumable else None
-    plan = plan_stage(study, family, cfg, unit, cal, prev, probe=False)
-    if plan.seconds > LONG_SECONDS or (plan.flops or 0) > FLOOR_FLOPS:  # the 24 h verdict needs the real rates
-        plan = plan_stage(study, family, cfg, unit, cal, prev)
-    where = f"{device}: {cal.name}"
-    log(f"plan: {_count(plan.runs or 0, 'run')} in {_count(plan.groups or 0, 'group')}, {fmt_flops(plan.flops or 0)}; "
-        f"estimate {fmt_seconds(plan.seconds)} (calibrated on {where}); {plan.note}")
+    plan = plan_stage(study, family, cfg, unit, cal, prev)
+    log(plan_line(plan, cal))
     if plan.seconds > LONG_SECONDS and os.environ.get(ALLOW_LONG_ENV, "") != "1":
         gpu = "" if device.startswith("cuda") else "run it on a GPU (TRAINSCAPE_DEVICE=cuda), or "
-        raise ConfigError(f"{plan.stage}: estimate {fmt_seconds(plan.seconds)} on this machine ({where}) exceeds "
-                          f"24 h ({_count(plan.runs or 0, 'run')}, {fmt_flops(plan.flops or 0)}); {gpu}set "
-                          f"{ALLOW_LONG_ENV}=1 to go on anyway (`make plan` shows every stage)")
+        raise ConfigError(f"{plan.stage}: estimate {fmt_seconds(plan.seconds)} on this machine ({device}: "
+                          f"{cal.name}) exceeds 24 h ({_count(plan.runs or 0, 'run')}, {fmt_flops(plan.flops or 0)}); "
+                          f"{gpu}set {ALLOW_LONG_ENV}=1 to go on anyway (`make plan` shows every stage)")
     return plan
 
 
 # ----------------------------------------------------------------------------- output
+
+
+def plan_line(plan: StagePlan, cal: Calibration) -> str:
+    """A training stage's plan line: counts, FLOPs, the estimate, where it was calibrated, what was probed
+    for it now and the cost's note (``benchmarks/gpu_check.py`` reads ``estimate … (calibrated on …); ``)."""
+    probed = [f"{_count(len(cal.probed), 'shape')} probed now in {cal.probe_seconds:.1f} s"] if cal.probed else []
+    return (f"plan: {_count(plan.runs or 0, 'run')} in {_count(plan.groups or 0, 'group')}, "
+            f"{fmt_flops(plan.flops or 0)}; estimate {fmt_seconds(plan.seconds)} "
+            f"(calibrated on {cal.device}: {cal.name}); {'; '.join([*probed, plan.note] if plan.note else probed)}")
 
 
 def fmt_seconds(s: float) -> str:

@@ -18,6 +18,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -37,7 +38,8 @@ from pipeline.config import (
 from pipeline.contract import Context, Family, Output, Study
 from pipeline.declared import DeclaredView, declared_reader, key_paths
 from pipeline.executor import ClusterLostError, executor_name, mapper
-from pipeline.paths import dvc_target, stage_name, study_dir
+from pipeline.io import WriteError
+from pipeline.paths import dvc_target, rel, stage_name, study_dir
 from pipeline.provenance import MissingInputError, data_checksums, output_provenance, run_tags
 from pipeline.tracking import Tracker, dataset_inputs, tracking_mode
 from pipeline.writer import read_file, write_metrics, write_part, write_unit
@@ -266,10 +268,41 @@ def _record_timing(record: dict[str, Any]) -> None:
             fh.write(json.dumps(record) + "\n")
 
 
+WRITE_FAILED = 4  # exit code: an output could not be written (a full disk); what was written stays
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository where it lies inside it (the run records may not)."""
+    try:
+        return rel(path)
+    except ValueError:
+        return str(path)
+
+
+def finished_parts(folder: Path) -> int:
+    """How many parts of a resumable unit are on disk whole (each part's ``meta.json`` is written last)."""
+    return sum(1 for _ in folder.glob("*/**/meta.json"))
+
+
+def write_failed_line(stage: str, exc: WriteError, target: str, kept: tuple[int, Path] | None) -> str:
+    """The one line a failed write ends a stage with: which file and why, what stays, and the rerun.
+    ``kept``: the parts a resumable unit finished and its folder (a rerun resumes after them); None when
+    the unit is written whole (a rerun starts it again)."""
+    why = (exc.strerror or "error")[:1].lower() + (exc.strerror or "error")[1:]
+    head = f"error: {stage}: {why} writing {_shown(exc.path)}"
+    if kept is None:
+        return (f"{head}; nothing is half-written and earlier outputs stay as they were: free space and rerun "
+                f"`dvc repro {target}`")
+    n, folder = kept
+    return (f"{head}; the {n} finished part{'' if n == 1 else 's'} in {_shown(folder)} are kept and nothing is "
+            f"half-written: free space and rerun `dvc repro {target}` to resume")
+
+
 def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter | None = None,
          checks: Callable[[], Any] | None = None) -> int:
     """Entry of ``stages/<kind>.py``: a process exit code (2 for bad input or a missing input, before
-    any compute). ``checks`` validates the stage script's own settings (e.g. the renderer's)."""
+    any compute; 3 for a lost Ray head; :data:`WRITE_FAILED` for an output that could not be written).
+    ``checks`` validates the stage script's own settings (e.g. the renderer's)."""
     ap = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=f"run one {kind} unit of a study")
     ap.add_argument("study")
     ap.add_argument("unit")
@@ -287,6 +320,12 @@ def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter |
     except (ConfigError, MissingInputError) as exc:  # a study's own check of its input (e.g. a device param)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except WriteError as exc:  # a full disk: one line, not a traceback; what was written stays
+        folder = study_dir(prepared.study.name, kind, prepared.unit)
+        kept = (finished_parts(folder), folder) if prepared.family.resumable else None
+        print(write_failed_line(prepared.stage, exc, dvc_target(prepared.study.name, kind, prepared.unit), kept),
+              file=sys.stderr, flush=True)
+        return WRITE_FAILED
     except ClusterLostError as exc:  # the parts written so far stay; the run record and journal are closed
         print(f"error: {prepared.stage}: {exc}", file=sys.stderr, flush=True)
         sys.stdout.flush()

@@ -17,9 +17,10 @@ from pipeline import checks, claims, graph, registry
 from pipeline.config import PROFILES, load_params, parse_params, read_tree
 from pipeline.contract import Claim
 from pipeline.io import read_json, write_json
-from pipeline.paths import metrics_path, rel
+from pipeline.paths import metrics_path, rel, study_dir
 from pipeline.report import build_manifest, gallery_html
 from pipeline.studies.imprint.claims import CLAIMS as IMPRINT_CLAIMS
+from pipeline.tracking import records as run_records
 from pipeline.writer.figures import figure_data
 from tests.conftest import ROOT
 
@@ -307,6 +308,28 @@ def test_claims_stage_writes_the_ledger_from_metric_files(fixture_root, capsys):
     err = capsys.readouterr().err
     assert "EXPECTED TO HOLD ON" in err and "zero_init/random_full_rank" in err
     assert claims.run(params, strict=True) == 1
+
+
+
+def test_two_runs_on_the_same_inputs_write_the_same_claims_json(fixture_root, monkeypatch):
+    """claims.json is a DVC output: no run key in it, neither the stage's own nor a source's (a forced rerun
+    of a source keeps its bytes and gets a new key); both go to the claims stage's run record."""
+    monkeypatch.delenv("TRAINSCAPE_TRACKING")  # journal: every execution gets a run key
+    source = "imprint_extract@final"
+    meta = {"stage": source, "profile": "smoke"}
+    write_json(study_dir("imprint", "extract", "final") / "meta.json", meta)
+    params = load_params()
+    written, records = [], []
+    for key in ("a" * 32, "b" * 32):  # the source rerun between the two claims runs
+        run_records.record(source, meta, {"run_key": key})
+        assert claims.run(params) == 0
+        written.append((fixture_root / "reports" / "claims.json").read_bytes())
+        records.append(run_records.lookup("claims", json.loads(written[-1])))
+    assert written[0] == written[1]
+    assert "run_key" not in json.loads(written[0])["summary"] and b"a" * 32 not in written[0]
+    first, second = records
+    assert first["run_key"] and second["run_key"] and first["run_key"] != second["run_key"]
+    assert second["sources"][source] == "b" * 32 and second["mlflow_experiment"] == "claims"
 
 
 def test_strict_passes_when_every_expected_claim_holds(fixture_root, monkeypatch):

@@ -1,11 +1,15 @@
 """Atomic writes and the gallery/manifest builder."""
 
+import errno
 import json
+import os
+import pickle
+from pathlib import Path
 
 import pytest
 
 from pipeline.contract import Output, Run
-from pipeline.io import atomic_dir, atomic_path, read_json, read_npz, write_json, write_npz
+from pipeline.io import WriteError, atomic_dir, atomic_path, read_json, read_npz, write_json, write_npz
 from pipeline.report import build_manifest, gallery_html, link_runs
 from pipeline.tracking import Tracker
 from pipeline.tracking import records as run_records
@@ -20,6 +24,26 @@ def test_failed_write_leaves_previous_file_intact(tmp_path):
         raise RuntimeError("interrupted")
     assert read_json(target) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_a_full_disk_is_a_write_error_naming_the_file_and_leaves_it_whole(tmp_path, monkeypatch):
+    target = tmp_path / "unit" / "out.json"
+    write_json(target, {"v": 1})
+
+    def full(self: Path, data: bytes) -> int:
+        self.write_text("hal")  # the disk fills part-way through the file
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    with pytest.raises(WriteError) as caught:
+        write_json(target, {"v": 2})
+    assert caught.value.errno == errno.ENOSPC and caught.value.path == target
+    with pytest.raises(WriteError) as in_folder, atomic_dir(target.parent) as tmp:
+        write_json(tmp / "out.json", {"v": 2})
+    assert in_folder.value.path == target  # the file the folder would hold, not its temporary twin
+    assert read_json(target) == {"v": 1} and sorted(p.name for p in tmp_path.rglob("*")) == ["out.json", "unit"]
+    again = pickle.loads(pickle.dumps(caught.value))  # as a worker process would send it back
+    assert (type(again), again.errno, again.path) == (WriteError, errno.ENOSPC, target)
 
 
 def test_atomic_dir_swaps_whole_folder(tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import graph, plan, registry
-from pipeline.config import load_params
+from pipeline.config import ConfigError, load_params
 from pipeline.contract import Work
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import cost as mupc_cost
@@ -165,8 +165,12 @@ def test_estimates_print_as_h_min_s(seconds, text):
     assert plan.fmt_seconds(seconds) == text
 
 
-def test_a_stage_too_small_to_reach_24_h_probes_nothing_and_says_its_bound(_cache, monkeypatch):
-    """A stage's own check probes only where the 24 h verdict needs it; its line says the estimate is a bound."""
+OLD_FLOOR_RATE = 1e7  # FLOP/s: the slowest rate the plan line once assumed for shapes it did not probe
+
+
+def test_a_small_stage_probes_its_shapes_and_prints_its_estimate_not_a_bound(_cache, monkeypatch):
+    """imprint's smoke stages finish in seconds; their plan line once said hours (an upper bound at 10 MFLOP/s
+    for shapes too small to probe). A probe is cheap and cached: the line is the estimate, once probed."""
     probed: list[str] = []
     real = plan.Calibration.rate
 
@@ -176,16 +180,26 @@ def test_a_stage_too_small_to_reach_24_h_probes_nothing_and_says_its_bound(_cach
         return real(self, module, work, probe)
 
     monkeypatch.setattr(plan.Calibration, "rate", counting)
+    study = registry.load("imprint")
+    fam = study.family("train")
+    cfg = registry.config(study, load_params(), "smoke")
+    lines: list[str] = []
+    first = plan.before_stage(study, fam, cfg, "random-adam", "cpu", lines.append)
+    assert probed and len(lines) == 1 and "probed now in" in lines[0] and "bound" not in lines[0]
+    assert first.seconds < first.flops / OLD_FLOOR_RATE / 10  # not the old bound: orders of magnitude below
+    assert f"estimate {plan.fmt_seconds(first.seconds)} (calibrated on cpu: " in lines[0]
+    n = len(probed)
+    again = plan.before_stage(study, fam, cfg, "random-adam", "cpu", lines.append)
+    assert len(probed) == n and again.seconds == first.seconds and "probed now" not in lines[1]  # from the cache
+
+
+def test_a_stage_estimated_above_24_h_by_its_probes_still_stops(_cache, monkeypatch):
     study = registry.load("mupc_training")
     fam = study.family("train")
-    cfg = registry.config(study, load_params(ROOT), "smoke")
-    lines: list[str] = []
-    p = plan.before_stage(study, fam, cfg, "S9", "cpu", lines.append)
-    assert probed == [] and p.flops < plan.FLOOR_FLOPS
-    assert p.seconds == pytest.approx(plan.FIXED_SECONDS["train"] + p.flops / plan.FLOOR_RATE)
-    assert len(lines) == 1 and "not probed, too few FLOPs to reach 24 h" in lines[0]
-    big = registry.config(study, load_params(ROOT), "paper")
-    monkeypatch.setattr(plan, "FLOOR_FLOPS", 0.0)  # any stage above the floor is probed before its verdict
-    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True: 1e-12 if probe else None)
-    p = plan.before_stage(study, fam, big, "S9", "cpu", lines.append)
-    assert "not probed" not in lines[-1] and p.seconds == pytest.approx(plan.FIXED_SECONDS["train"] + p.flops * 1e-12)
+    cfg = registry.config(study, load_params(), "smoke")
+    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True: 1.0)  # 1 FLOP/s
+    with pytest.raises(ConfigError, match="exceeds 24 h"):
+        plan.before_stage(study, fam, cfg, "S9", "cpu", lambda line: None)
+    monkeypatch.setenv(plan.ALLOW_LONG_ENV, "1")
+    p = plan.before_stage(study, fam, cfg, "S9", "cpu", lambda line: None)
+    assert p.seconds == pytest.approx(plan.FIXED_SECONDS["train"] + p.flops)

@@ -1,16 +1,24 @@
-"""The runner's cheap paths: device without torch, one git call, progress lines, timings."""
+"""The runner's cheap paths: device without torch, one git call, progress lines, timings, a full disk."""
 
 from __future__ import annotations
 
+import errno
 import io
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from pipeline import stage
+from pipeline.config import load_params
+from pipeline.contract import Context, Family, Output, Study
 from pipeline.paths import repo_root
 from pipeline.provenance import git_state
+from tests.conftest import ROOT
 
 
 def test_git_state_is_the_head_commit_and_dirty_flag_of_one_call():
@@ -79,3 +87,77 @@ def test_a_missing_upstream_output_names_the_dvc_target_that_builds_it(tmp_path,
     target = "graph/imprint/train/nope/dvc.yaml:imprint_train@nope"
     with pytest.raises(FileNotFoundError, match=f"run `dvc repro {target}`"):
         stage._reader("imprint")("train", "nope", "metrics.json")
+
+
+# ----------------------------------------------------------------------------- a full disk
+
+PARTS = ("a", "b", "c")
+
+
+def _sweep(ctx: Context, unit: str) -> Iterator[Output]:
+    """A resumable toy unit: one part per run, skipping the runs a previous execution finished."""
+    for name in PARTS:
+        if ctx.own(f"runs/{name}/meta.json") is None:
+            yield Output(part=f"runs/{name}", json={"run.json": {"run": name}})
+    return Output(json={"index.json": list(PARTS)})
+
+
+def _whole(ctx: Context, unit: str) -> Output:
+    """A toy unit written whole."""
+    return Output(json={f"{name}.json": {"run": name} for name in PARTS})
+
+
+def _prepared(resumable: bool) -> stage.Prepared:
+    family = Family("train", entry="tests.test_runner", units=lambda cfg: ["u"], resumable=resumable)
+    return stage.Prepared(load_params(), Study("toy", dict, (family,)), family, {}, "u",
+                          _sweep if resumable else _whole)
+
+
+def _disk_full_in(folder: str) -> Callable[[Path, bytes], int]:
+    """``Path.write_bytes`` that raises ENOSPC for every file written inside a temporary ``folder``: the
+    disk fills while that part is written."""
+    real = Path.write_bytes
+
+    def write_bytes(self: Path, data: bytes) -> int:
+        if self.parent.name.startswith(f".{folder}."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, data)
+
+    return write_bytes
+
+
+@pytest.mark.parametrize("resumable", [True, False])
+def test_a_full_disk_ends_the_stage_with_one_line_and_a_rerun_resumes(tmp_path, monkeypatch, capsys, resumable):
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    monkeypatch.setenv("TRAINSCAPE_PROGRESS", "off")
+    prepared = _prepared(resumable)
+    monkeypatch.setattr(stage, "prepare", lambda *args, **kwargs: prepared)
+    out = tmp_path / "artifacts/toy/train/u"
+    monkeypatch.setattr(Path, "write_bytes", _disk_full_in("c" if resumable else "u"))
+
+    assert stage.main("train", ["toy", "u"]) == stage.WRITE_FAILED
+    err = capsys.readouterr().err
+    target = "`dvc repro graph/toy/train/u/dvc.yaml:toy_train@u`"
+    if resumable:
+        assert err == (f"error: toy_train@u: no space left on device writing artifacts/toy/train/u/runs/c/run.json; "
+                       f"the 2 finished parts in artifacts/toy/train/u are kept and nothing is half-written: "
+                       f"free space and rerun {target} to resume\n")
+        assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+            "runs/a/meta.json", "runs/a/run.json", "runs/b/meta.json", "runs/b/run.json"]  # no temp file, no c
+    else:
+        assert err == (f"error: toy_train@u: no space left on device writing artifacts/toy/train/u/a.json; "
+                       f"nothing is half-written and earlier outputs stay as they were: free space and rerun "
+                       f"{target}\n")
+        assert not out.exists() and not list(out.parent.iterdir())  # no temporary folder either
+    finished = {p: p.stat().st_mtime_ns for p in out.rglob("*.json")}
+
+    monkeypatch.undo()  # the disk has room again
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    monkeypatch.setenv("TRAINSCAPE_PROGRESS", "off")
+    monkeypatch.setattr(stage, "prepare", lambda *args, **kwargs: prepared)
+    assert stage.main("train", ["toy", "u"]) == 0
+    assert {p: p.stat().st_mtime_ns for p in finished} == finished  # the finished runs were not redone
+    assert (out / "meta.json").exists() and all(
+        (out / (f"runs/{name}/run.json" if resumable else f"{name}.json")).exists() for name in PARTS)

@@ -178,12 +178,13 @@ def _rewritten(engine: PCEngine) -> list[torch.Tensor]:
       ``zero_``) on every row the step then reads;
     - ``gnorm``: row t written at step t; :meth:`PCEngine.n_converged` reads rows 0…T-1;
     - ``_layer_norms``: zeroed at the start of inference following the front, else written whole each step;
-    - the inference Adam moments (``adam_m``/``adam_v``): zeroed at the start of inference.
+    - the inference Adam moments (``adam_m``/``adam_v``) and the fused route's norm partials: zeroed at the start
+      of inference.
 
     What the next iteration does read is the weights and Adam's state (:meth:`GroupIteration._state`)."""
     bufs = [engine.z, engine.E, engine.T, engine.G, engine.P, engine.mu1, engine.eps_out, engine.gnorm,
             engine._layer_norms]
-    return bufs + [t for t in (engine.D, engine.adam_m, engine.adam_v) if t is not None]
+    return bufs + [t for t in (engine.D, engine.adam_m, engine.adam_v, engine._partials) if t is not None]
 
 
 class GroupIteration:

@@ -430,7 +430,7 @@ def test_f28_draws_standard_pc_over_the_lr_grid(synth):
     assert f.caption.startswith("Project addition (no notebook figure)")
     fig = f.plotly
     assert fig.layout.annotations[-1].text.startswith("trainscape: the project's addition")
-    acts = ["linear", "relu", "tanh"]
+    acts = ["linear", "tanh", "relu"]
     assert subplot_titles(fig) == [f"{a}, H=8" for a in acts]
     conts = [t for t in fig.data if t.type == "contour"]
     assert len(conts) == len(panels(fig)) == 3
@@ -495,7 +495,7 @@ def test_f12_draws_kappa_in_viridis(synth):
         assert [t.line.color for t in lines] == sample_colorscale("Viridis", len(lines))
         assert axis(fig, "y" + anchor[1:], "y").type in (None, "linear", "-")
         assert axis(fig, anchor).tickvals[0] == 0.0  # row 0 is the initialisation
-    assert subplot_titles(fig) == ["linear", "relu", "tanh"]
+    assert subplot_titles(fig) == ["linear", "tanh", "relu"]
 
 
 @pytest.mark.parametrize("family,scale", [("F14", "Reds"), ("F15", "Blues")])
@@ -558,7 +558,7 @@ def test_contours_draw_the_notebooks_phase_diagrams(family, rows, synth):
     figs, head = draw(family, synth)
     fig = figs[0].plotly
     conts = [t for t in fig.data if t.type == "contour"]
-    acts = ["linear", "relu", "tanh"]
+    acts = ["linear", "tanh", "relu"]
     n_iv = 3 if family == "F24" else 1
     assert len(conts) == len(acts) * len(rows) * n_iv
     for k, t in enumerate(conts):
@@ -584,3 +584,14 @@ def test_contours_draw_the_notebooks_phase_diagrams(family, rows, synth):
     if family == "F25":  # the star sits where the extract's optimum is
         opt = head["contour_optimum"]["notebook/linear/acc"]
         assert (stars[1].x[0], stars[1].y[0]) == (opt["act_lr"], opt["param_lr"])
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_activations_run_in_the_notebooks_order(family, synth):
+    """act_fns = ["linear", "tanh", "relu"] in every training figure: the activations named in the panel titles
+    appear in that order."""
+    figs, _ = draw(family, synth)
+    for f in figs:
+        named = [a for t in subplot_titles(f.plotly) for a in ("linear", "tanh", "relu") if t.startswith(a)]
+        order = list(dict.fromkeys(named))
+        assert order == [a for a in ("linear", "tanh", "relu") if a in order], (f.id, order)

@@ -32,6 +32,7 @@ from pipeline.studies.mupc.training.grid import (
     PC_FILL,
     Env,
     accs,
+    act_order,
     bp_cell,
     by_seed,
     cell_h,
@@ -120,7 +121,7 @@ def lr_grid(env: Env, sweep: str, dr: list[RunConfig], clean: bool, cell: Callab
     ``sample_colorscale(n + 2)[2:]``): rows = activations, columns = H. ``cell(act, H)`` gives a panel's title,
     its runs and their groups by activity lr (None: the panel is hidden); ``on_curve(act, H, lr, mean)`` sees
     each mean."""
-    acts, hs = values(dr, "act"), values(dr, "H")
+    acts, hs = act_order(dr), values(dr, "H")
     cells = {(act, H): cell(act, H) for act in acts for H in hs}
     titles = [cells[a, h][0] if cells[a, h] else "" for a in acts for h in hs]
     p = Panels(len(acts), len(hs), titles, panel, head)
@@ -172,7 +173,7 @@ def sp_best(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
-        acts = values(dr, "act")
+        acts = act_order(dr)
         p = Panels(2, len(acts), [*acts, *[f"{a}: κ" for a in acts]],
                    title=title(ds, f"SP PC ({name}) at the best activity lr per H", clean))
         for j, act in enumerate(acts):
@@ -224,7 +225,7 @@ def mupc_lr_sweep(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
-        p_lrs = {act: mupc_choice(env, sweep, dr, act, "H")[0] for act in values(dr, "act")}
+        p_lrs = {act: mupc_choice(env, sweep, dr, act, "H")[0] for act in act_order(dr)}
         p = lr_grid(env, sweep, dr, clean, partial(mupc_lr_cell, dr, p_lrs),
                     title(ds, "μPC, test accuracy per activity lr", clean), ag.fill_empty, panel=(650, 450))
         figs.append(finish(env, p, f"F13_mupc_lr_sweep_{ds}{suffix(clean)}",
@@ -242,7 +243,7 @@ def mupc_best(env: Env, sweep: str, over: str) -> list[Figure]:
     sym, word = ("N", "width") if over == "N" else ("H", "depth")
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
-        acts = values(dr, "act")
+        acts = act_order(dr)
         chosen_lrs = {act: mupc_choice(env, sweep, dr, act, over) for act in acts}
         p = Panels(1, len(acts), [f"{a} (param lr {lr_label(chosen_lrs[a][0])}, act lr {lr_label(chosen_lrs[a][1])})"
                                   for a in acts], title=title(ds, f"μPC at the best lrs across {word}", clean))
@@ -269,7 +270,7 @@ def mupc_cond(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
-        acts = values(dr, "act")
+        acts = act_order(dr)
         p = Panels(1, len(acts), acts, title=title(ds, "μPC, condition number of the activity Hessian", clean))
         for j, act in enumerate(acts):
             ar = pick(dr, act=act)
@@ -326,7 +327,7 @@ def sp_baseline(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     for clean in variants(env):
-        acts = values(runs, "act")
+        acts = act_order(runs)
         ds = runs[0].dataset
         p = Panels(1, len(acts), acts, title=title(ds, "SP PC with skips across depth", clean))
         for j, act in enumerate(acts):
@@ -360,7 +361,7 @@ def mupc_vs_pc(env: Env, mupc: str, pc: str, bp: str) -> list[Figure]:
     pc_runs = sweep_runs(env, s12)
     figs = []
     for clean in variants(env):
-        acts = values(mu_runs, "act")
+        acts = act_order(mu_runs)
         ds = mu_runs[0].dataset
         p = Panels(1, len(acts), [f"{a}: μPC vs PC vs BP" for a in acts], (500, 350),
                    title(ds, "μPC vs PC across depth", clean))
@@ -455,7 +456,7 @@ def bp_sweep(env: Env, sweep: str) -> list[Figure]:
     for clean in variants(env):
         for ds, epochs in sorted({(rc.dataset, rc.epochs) for rc in runs}):
             vr = pick(runs, dataset=ds, epochs=epochs)
-            acts = values(vr, "act")
+            acts = act_order(vr)
             p = Panels(1, len(acts), [f"{a}, H={cell_h(pick(vr, act=a))}" for a in acts], (575, 400),
                        title(ds, f"{epochs} epoch(s), BP with Depth-μP per lr", clean))
             for j, act in enumerate(acts):
@@ -527,7 +528,7 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
     figs = []
     for clean in variants(env):
         ds = runs[0].dataset
-        acts = values(runs, "act")
+        acts = act_order(runs)
         ivs = values(runs, over) if over else [None]
         rows = [("loss", "RdBu_r", "Training loss", "min")]
         if over is None:
@@ -596,7 +597,7 @@ def pc_any_lr(env: Env, sweep: str) -> list[Figure]:
     figs = []
     for ds in values(runs, "dataset"):
         dr = pick(runs, dataset=ds)
-        acts, hs = values(dr, "act"), values(dr, "H")
+        acts, hs = act_order(dr), values(dr, "H")
         p = Panels(len(hs), len(acts), [f"{act}, H={H}" for H in hs for act in acts], (500, 400),
                    title(ds, "standard PC, final test accuracy over the lr grid", False), hspace=0.16,
                    vspace=0.3 / len(hs))

@@ -521,6 +521,29 @@ def draw_contour(p: Panels, r: int, c: int, p_lrs: list[float], a_lrs: list[floa
     return float(aa[idx[1]]), float(pa[idx[0]]), float(10 ** zz[idx])
 
 
+#: a contour figure's rows of metrics: (metric, colour scale, colour-bar title, which extreme is best)
+LOSS_ROW = ("loss", "RdBu_r", "Training loss", "min")
+ACC_ROW = ("acc", "Greens", ACC, "max")
+
+
+def contour_panels(rows: int, cols: int, titles: list[str], head: str) -> Panels:
+    """Panels for contours: the notebook's 500 × 400 px and white background, the legend of the project's marks
+    (optimum, non-finite cells) above the plot, clear of the colour bars beside every panel."""
+    p = Panels(rows, cols, titles, (500, 400), head, hspace=0.16, vspace=0.3 / rows)
+    p.fig.update_layout(plot_bgcolor="white")
+    p.legend_top()
+    return p
+
+
+def transfer_layout(acts: list[str], ivs: list[Any], rows: list[tuple[str, ...]]
+                    ) -> dict[tuple[int, int], tuple[str, Any, tuple[str, ...]]]:
+    """Each panel (row, col) of a transfer figure → (act, iv, metric row). F25 (``ivs`` [None]): the notebook's
+    loss and accuracy rows by activation columns; F23/F24: rows = activations, columns = the N or H drawn."""
+    if ivs == [None]:
+        return {(r + 1, j + 1): (act, None, row) for r, row in enumerate(rows) for j, act in enumerate(acts)}
+    return {(i + 1, j + 1): (act, v, rows[0]) for i, act in enumerate(acts) for j, v in enumerate(ivs)}
+
+
 def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
     """F23 (over N) / F24 (over H): min train loss contours per act (RdBu_r); F25 (over None): F-MNIST loss and
     accuracy (Greens) contours per act, as the notebook's ``plot_learning_rates_contour``."""
@@ -530,25 +553,20 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
         ds = runs[0].dataset
         acts = act_order(runs)
         ivs = values(runs, over) if over else [None]
-        rows = [("loss", "RdBu_r", "Training loss", "min")]
-        if over is None:
-            rows.append(("acc", "Greens", "Test accuracy (%)", "max"))
-        titles = [f"{act}" + (f", {over}={v}" if over else "") + f" ({what})"
-                  for act in acts for what, *_ in rows for v in ivs]
+        layout = transfer_layout(acts, ivs, [LOSS_ROW] if over else [LOSS_ROW, ACC_ROW])
+        titles = [f"{act}" + (f", {over}={v}" if over else "") + f" ({row[0]})" for act, v, row in layout.values()]
         word = {"N": "width", "H": "depth", None: "F-MNIST"}[over]
-        p = Panels(len(acts) * len(rows), len(ivs), titles, (500, 400),
-                   title(ds, f"μPC hyper-parameter transfer ({word})", clean), hspace=0.16, vspace=0.3 / len(acts))
-        p.fig.update_layout(plot_bgcolor="white")
-        for i, act in enumerate(acts):
-            for j, v in enumerate(ivs):
-                sub = pick(runs, act=act, **({over: v} if over else {}))
-                p_lrs, a_lrs, loss, acc = contour_arrays(env, sweep, sub, clean)
-                for r, (what, cmap, label, best) in enumerate(rows):
-                    cells = loss if what == "loss" else acc
-                    z = ag.contour_log10_clean(cells) if clean else ag.log10_notebook(ag.contour_mean(cells))
-                    row = i * len(rows) + r + 1
-                    draw_contour(p, row, j + 1, p_lrs, a_lrs, z, cmap, label, best)
-                    p.axes(row, j + 1, "Activity lr", "Weight lr")
+        nrow, ncol = max(r for r, _ in layout), max(c for _, c in layout)
+        p = contour_panels(nrow, ncol, titles, title(ds, f"μPC hyper-parameter transfer ({word})", clean))
+        grids: dict[tuple[str, Any], tuple] = {}  # a cell's arrays, loaded once for its loss and accuracy rows
+        for (r, c), (act, v, (what, cmap, label, best)) in layout.items():
+            if (act, v) not in grids:
+                grids[act, v] = contour_arrays(env, sweep, pick(runs, act=act, **({over: v} if over else {})), clean)
+            p_lrs, a_lrs, loss, acc = grids[act, v]
+            cells = loss if what == "loss" else acc
+            z = ag.contour_log10_clean(cells) if clean else ag.log10_notebook(ag.contour_mean(cells))
+            draw_contour(p, r, c, p_lrs, a_lrs, z, cmap, label, best)
+            p.axes(r, c, "Activity lr", "Weight lr")
         if over == "N":
             seed, fid = "pcn_results/min_train_losses_over_lrs_{act}_width_{N}.pdf", "F23_transfer_width"
         elif over == "H":
@@ -598,10 +616,8 @@ def pc_any_lr(env: Env, sweep: str) -> list[Figure]:
     for ds in values(runs, "dataset"):
         dr = pick(runs, dataset=ds)
         acts, hs = act_order(dr), values(dr, "H")
-        p = Panels(len(hs), len(acts), [f"{act}, H={H}" for H in hs for act in acts], (500, 400),
-                   title(ds, "standard PC, final test accuracy over the lr grid", False), hspace=0.16,
-                   vspace=0.3 / len(hs))
-        p.fig.update_layout(plot_bgcolor="white")
+        p = contour_panels(len(hs), len(acts), [f"{act}, H={H}" for H in hs for act in acts],
+                           title(ds, "standard PC, final test accuracy over the lr grid", False))
         for i, H in enumerate(hs):
             for j, act in enumerate(acts):
                 cell = pick(dr, act=act, H=H)

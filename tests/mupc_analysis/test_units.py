@@ -449,6 +449,22 @@ def _group(c: dict) -> str:
     return f"{c['param']}_{c['init']}_{'skips' if c['skips'] else 'no_skips'}_decay0_seed{c['seed']}"
 
 
+def test_f4_marks_its_kappa_panels_of_d_and_o_as_additions(full_store):
+    """The notebook draws λ_max and λ_min of D, O and H_theory and κ of H_theory only: κ(D) and κ(O) are the
+    project's, said so in their titles (grey, dashed frame) and the caption; the notebook's panels are unmarked."""
+    store, cfg = full_store
+    figs = drawer("F4")(lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
+    for f in figs:
+        panels = [im.axes for im in _images(f.mpl)]
+        marked = [ax.get_title().split("\n")[0] for ax in panels if "trainscape addition" in ax.get_title()]
+        assert [t.split(": ")[0] for t in marked] == ["D", "O"] and all("$\\kappa$" in t for t in marked)
+        for ax in panels:
+            added = "trainscape addition" in ax.get_title()
+            assert (ax.spines["left"].get_linestyle() == "--") is added
+            assert (ax.title.get_color() == "0.4") is added
+        assert "κ(D) and κ(O)" in f.caption and "additions" in f.caption
+
+
 def test_a_phase_diagram_of_one_value_says_so_instead_of_a_rounding_noise_scale():
     """O's κ is 1 in every cell (its spectrum is symmetric): the panel names the value, the scale spans ±5 %."""
     one, two = np.array([[1.0, 1.0 + 2e-16], [1.0 - 1e-16, 1.0]]), np.array([[1.0, 1.5], [2.0, 1.0]])

@@ -282,7 +282,22 @@ def render_f2(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     return figs
 
 
+#: F4's panels the notebook does not draw: it plots κ of H_theory only (``H_theory_cond_num``)
+F4_ADDITIONS = ("D", "O")
+ADDITION = "trainscape addition, not in the notebook"
+ADDITION_GREY = "0.4"
+
+
+def mark_addition(ax: Any) -> None:
+    """A panel the project adds to a notebook figure: said under its title, title and dashed frame in grey."""
+    ax.set_title(f"{ax.get_title()}\n({ADDITION})", color=ADDITION_GREY)
+    for spine in ax.spines.values():
+        spine.set(visible=True, linestyle="--", edgecolor=ADDITION_GREY)
+
+
 def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    """λ_max, λ_min of D, O and H_theory and κ of H_theory, as the notebook; κ(D) and κ(O) are marked as the
+    project's additions (κ(O) is 1 in every cell: O's spectrum is symmetric)."""
     hp = cfg.hessian
     figs = []
     for gk, c in _linear_configs(hp).items():
@@ -290,8 +305,14 @@ def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
         rows = [_extremes(cells, hp, f"{pre}_", pre, TEX[pre], pre != "O" and _kappa_log(c))
                 for _, pre, _ in THEORY_MATRICES]
         fig = _phase_figure(rows, hp, f"Linear theory extremes — {gk}")
-        figs.append(_phase_group_figure("F4", gk, fig, src, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); "
-                                        f"{gk}.", "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
+        kappa = dict(EXTREMES)["kappa"]
+        for ax in fig.axes:
+            if any(ax.get_title().startswith(f"{pre}: {kappa}") for pre in F4_ADDITIONS):
+                mark_addition(ax)
+        figs.append(_phase_group_figure("F4", gk, fig, src, f"λ_max, λ_min of D, O and H_theory and κ of H_theory per "
+                                        f"(N, H), as the notebook; κ(D) and κ(O) (grey, dashed frame) are the "
+                                        f"project's additions (κ(O) = 1: O's spectrum is symmetric); {gk}.",
+                                        "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
     return figs
 
 

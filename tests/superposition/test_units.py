@@ -263,6 +263,20 @@ def test_panels_and_slider_on_random_weights() -> None:
     plt.close("all")
 
 
+def test_a_slider_figure_is_interactive_html_alone(tmp_path, monkeypatch) -> None:
+    """static_plotly's rule: a figure driven by a slider gets no PNG/PDF (an image would show its first step);
+    the still steps are the panel epochs of the geometry and heat-map figures."""
+    from pipeline import plotting
+    from pipeline.contract import Figure
+    from pipeline.writer.figures import save_figure
+
+    monkeypatch.setattr(plotting, "plotly_image", lambda *_a, **_k: (_ for _ in ()).throw(AssertionError("kaleido")))
+    rng = np.random.default_rng(0)
+    fig = slider_html(rng.normal(size=(3, 2, 50)), rng.normal(size=(3, 50, 2)), np.array([0, 10, 20]), 3, "t")
+    assert fig.layout.sliders and not fig.frames and not plotting.static_plotly(fig)
+    assert [p.name for p in save_figure(Figure("s", "c", "none", plotly=fig), tmp_path)] == ["s.html"]
+
+
 def test_heatmap_panels_draw_as_the_notebook() -> None:
     """The notebook's ``go.Heatmap(z=matrix[::-1], colorscale='magma', zmin/zmax global)``: one panel per matrix
     kind and epoch, one colour range and one colour bar per row, output feature 0 at the top as in the slider."""

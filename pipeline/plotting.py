@@ -171,9 +171,10 @@ def png_scale() -> float:
 
 
 def static_plotly(fig: Any) -> bool:
-    """Whether a plotly figure gets static files: every figure but an animation (frames, a slider), whose
-    static image would show only its first frame; that one stays interactive HTML alone."""
-    return fig is not None and hasattr(fig, "to_image") and not fig.frames
+    """Whether a plotly figure gets static files: every figure but an animation (frames) or one driven by a
+    slider (steps that restyle its traces), whose static image would show only its first step; that one stays
+    interactive HTML alone (its study draws the steps worth a still as small multiples)."""
+    return fig is not None and hasattr(fig, "to_image") and not fig.frames and not fig.layout.sliders
 
 
 # --- kaleido: one server per process

@@ -449,6 +449,22 @@ def _group(c: dict) -> str:
     return f"{c['param']}_{c['init']}_{'skips' if c['skips'] else 'no_skips'}_decay0_seed{c['seed']}"
 
 
+def test_f4_marks_its_kappa_panels_of_d_and_o_as_additions(full_store):
+    """The notebook draws λ_max and λ_min of D, O and H_theory and κ of H_theory only: κ(D) and κ(O) are the
+    project's, said so in their titles (grey, dashed frame) and the caption; the notebook's panels are unmarked."""
+    store, cfg = full_store
+    figs = drawer("F4")(lambda name: store.files["hessian_init"][name], cfg, "hessian_init")
+    for f in figs:
+        panels = [im.axes for im in _images(f.mpl)]
+        marked = [ax.get_title().split("\n")[0] for ax in panels if "trainscape addition" in ax.get_title()]
+        assert [t.split(": ")[0] for t in marked] == ["D", "O"] and all("$\\kappa$" in t for t in marked)
+        for ax in panels:
+            added = "trainscape addition" in ax.get_title()
+            assert (ax.spines["left"].get_linestyle() == "--") is added
+            assert (ax.title.get_color() == "0.4") is added
+        assert "κ(D) and κ(O)" in f.caption and "additions" in f.caption
+
+
 def test_a_phase_diagram_of_one_value_says_so_instead_of_a_rounding_noise_scale():
     """O's κ is 1 in every cell (its spectrum is symmetric): the panel names the value, the scale spans ±5 %."""
     one, two = np.array([[1.0, 1.0 + 2e-16], [1.0 - 1e-16, 1.0]]), np.array([[1.0, 1.5], [2.0, 1.0]])
@@ -473,9 +489,11 @@ def test_forward_pass_figures(full_store):
     assert len(f5) == len(fp.acts) * len(fp.optims) * 2 * len(fp.plot_ts) == 12
     assert f5[0].id == "F5_linear_sgd_avg_activity_l1_t0"
     f6 = drawer("F6")(read, cfg, "fwd_pass")
-    assert [f.id for f in f6] == [f"F6_{a}_{o}" for a in fp.acts for o in fp.optims]
+    assert [f.id for f in f6] == [f"F6_{a}_{o}_{k}" for a in fp.acts for o in fp.optims
+                                  for k in [*(f"t{t}" for t in fp.plot_ts), "over_t"]]
     ns = len(fp.slice_widths)
-    for f, fam, scale, ncol in [(f5[0], "F5", "Reds", 1 + ns), (f6[0], "F6", "Greens", 1 + 2 * ns)]:
+    for f, fam, scale, ncol, steps in [(f5[0], "F5", "Reds", 1 + ns, False), (f6[0], "F6", "Greens", 1 + ns, False),
+                                       (f6[len(fp.plot_ts)], "F6", "Greens", ns, True)]:
         fig = _plotly_record(f, fam, "fwd_pass")
         panels = list(_panels(fig).items())
         assert len(panels) == len(fp.variants) * ncol
@@ -487,7 +505,7 @@ def test_forward_pass_figures(full_store):
             assert all(t.line.width == 2 and t.opacity == 0.8 for t in traces)
             assert all(np.isfinite(np.asarray(t.y, dtype=float)).all() for t in traces)
             x, y = _axis(fig, anchor), _axis(fig, "y" + anchor[1:], "y")
-            over_t = col > ns
+            over_t = steps
             want = "Training iteration" if over_t else ("Width" if col == 0 else "Depth")
             assert x.title.text == want and y.title.text
             if over_t:
@@ -501,6 +519,57 @@ def test_forward_pass_figures(full_store):
             assert (y.type == "log") == logy
             if logy:
                 assert y.dtick == (1 if col == 0 else 10)
+
+
+def _coded_fwd_store(cfg: MupcAnalysisParams) -> Store:
+    """fwd_pass arrays whose every value names its cell: 1000·(layer + 1) + 100·t + 10·i_N + j_L."""
+    fp = cfg.fwd_pass
+    k, t, i, j = np.meshgrid(*(np.arange(n) for n in (5, fp.checks, len(fp.widths), len(fp.depths))), indexing="ij")
+    coded = (1000.0 * (k + 1) + 100 * t + 10 * i + j)
+    store = Store()
+    store.files["fwd_pass"] = {f"{fwd_key(a, o, v)}/fwd_pass.npz": {f"{m}_per_N_L": coded for m in FWD_METRICS}
+                               for a in fp.acts for o in fp.optims for v in fp.variants}
+    return store
+
+
+def test_f6_draws_every_plot_step_and_its_curves_over_training_at_the_slice_depth():
+    """The notebook's F6: per width at ``depth_idx = 0`` and per depth at each slice width for every t of
+    ``plot_ts`` (``params_spectral_norm_per_N_at_t{t}`` / ``_per_L_at_t{t}``), and over training at the same
+    slice depth (``_over_t_N_{N}``), not at the deepest net."""
+    cfg = _cfg({"fwd_pass": {"checks": 3, "plot_ts": [0, 2], "depths": [8, 16, 32], "slice_depth": 8}})
+    fp = cfg.fwd_pass
+    read = _coded_fwd_store(cfg).files["fwd_pass"].__getitem__
+    figs = {f.id: f.plotly for f in drawer("F6")(read, cfg, "fwd_pass") if f.id.startswith("F6_tanh_adam")}
+    assert list(figs) == ["F6_tanh_adam_t0", "F6_tanh_adam_t2", "F6_tanh_adam_over_t"]
+    j = fp.depths.index(fp.slice_depth)
+    assert j == 0 and fp.slice_depth != max(fp.depths)
+    ns = len(fp.slice_widths)
+    for t in fp.plot_ts:
+        fig = figs[f"F6_tanh_adam_t{t}"]
+        panels = list(_panels(fig).values())
+        assert len(panels) == len(fp.variants) * (1 + ns)
+        assert _titles(fig)[: 1 + ns] == [f"{fp.variants[0]}: L={fp.slice_depth}, t={t}",
+                                          *(f"{fp.variants[0]}: N={N}, t={t}" for N in fp.slice_widths)]
+        for n, traces in enumerate(panels):
+            col = n % (1 + ns)
+            for k, tr in enumerate(traces):
+                y = np.asarray(tr.y, dtype=float)
+                if col == 0:  # across N at the slice depth
+                    want = 1000 * (k + 1) + 100 * t + 10 * np.arange(len(fp.widths)) + j
+                else:  # across L at the slice width
+                    want = 1000 * (k + 1) + 100 * t + 10 * fp.widths.index(fp.slice_widths[col - 1]) + np.arange(
+                        len(fp.depths))
+                np.testing.assert_array_equal(y, want)
+    over = figs["F6_tanh_adam_over_t"]
+    panels = list(_panels(over).values())
+    assert len(panels) == len(fp.variants) * ns
+    assert _titles(over)[:ns] == [f"{fp.variants[0]}: over t, N={N}, L={fp.slice_depth}" for N in fp.slice_widths]
+    for n, traces in enumerate(panels):
+        i = fp.widths.index(fp.slice_widths[n % ns])
+        for k, tr in enumerate(traces):
+            assert list(tr.x) == list(range(fp.checks))
+            np.testing.assert_array_equal(np.asarray(tr.y, dtype=float),
+                                          1000 * (k + 1) + 100 * np.arange(fp.checks) + 10 * i + j)
 
 
 def test_theory_figures_through_render(full_store):

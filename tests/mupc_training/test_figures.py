@@ -430,7 +430,7 @@ def test_f28_draws_standard_pc_over_the_lr_grid(synth):
     assert f.caption.startswith("Project addition (no notebook figure)")
     fig = f.plotly
     assert fig.layout.annotations[-1].text.startswith("trainscape: the project's addition")
-    acts = ["linear", "relu", "tanh"]
+    acts = ["linear", "tanh", "relu"]
     assert subplot_titles(fig) == [f"{a}, H=8" for a in acts]
     conts = [t for t in fig.data if t.type == "contour"]
     assert len(conts) == len(panels(fig)) == 3
@@ -495,7 +495,7 @@ def test_f12_draws_kappa_in_viridis(synth):
         assert [t.line.color for t in lines] == sample_colorscale("Viridis", len(lines))
         assert axis(fig, "y" + anchor[1:], "y").type in (None, "linear", "-")
         assert axis(fig, anchor).tickvals[0] == 0.0  # row 0 is the initialisation
-    assert subplot_titles(fig) == ["linear", "relu", "tanh"]
+    assert subplot_titles(fig) == ["linear", "tanh", "relu"]
 
 
 @pytest.mark.parametrize("family,scale", [("F14", "Reds"), ("F15", "Blues")])
@@ -558,11 +558,11 @@ def test_contours_draw_the_notebooks_phase_diagrams(family, rows, synth):
     figs, head = draw(family, synth)
     fig = figs[0].plotly
     conts = [t for t in fig.data if t.type == "contour"]
-    acts = ["linear", "relu", "tanh"]
+    acts = ["linear", "tanh", "relu"]
     n_iv = 3 if family == "F24" else 1
     assert len(conts) == len(acts) * len(rows) * n_iv
     for k, t in enumerate(conts):
-        scale, title = rows[(k // n_iv) % len(rows)]
+        scale, title = rows[k // len(acts)] if family == "F25" else rows[0]  # F25: loss row, then accuracy
         assert t.colorscale == go.Contour(colorscale=scale).colorscale and t.contours.coloring == "heatmap"
         assert t.colorbar.title.text == title and t.colorbar.title.side == "right"
         z = np.asarray(t.z, dtype=float)
@@ -583,4 +583,43 @@ def test_contours_draw_the_notebooks_phase_diagrams(family, rows, synth):
     assert fig.layout.annotations[-1].text.startswith("trainscape:") and fig.layout.plot_bgcolor == "white"
     if family == "F25":  # the star sits where the extract's optimum is
         opt = head["contour_optimum"]["notebook/linear/acc"]
-        assert (stars[1].x[0], stars[1].y[0]) == (opt["act_lr"], opt["param_lr"])
+        (star,) = [t for t in stars if t.xaxis == "x4"]  # row 2 (accuracy), column 1 (linear)
+        assert (star.x[0], star.y[0]) == (opt["act_lr"], opt["param_lr"])
+
+
+def test_f25_lays_out_loss_and_accuracy_rows_by_activation_columns(synth):
+    """The notebook's F-MNIST transfer figure: a loss row (RdBu_r) over an accuracy row (Greens), one column per
+    activation in its order; the legend of the project's marks sits above the plot, clear of the colour bars."""
+    figs, _ = draw("F25", synth)
+    fig = figs[0].plotly
+    acts = ["linear", "tanh", "relu"]
+    assert subplot_titles(fig) == [f"{a} ({m})" for m in ("loss", "acc") for a in acts]
+    conts = [t for t in fig.data if t.type == "contour"]
+    cols = sorted({tuple(axis(fig, t.xaxis).domain) for t in conts})
+    rows = sorted({tuple(axis(fig, t.yaxis, "y").domain) for t in conts}, reverse=True)  # top row first
+    assert len(cols) == 3 and len(rows) == 2
+    for t in conts:
+        r = rows.index(tuple(axis(fig, t.yaxis, "y").domain))
+        want = ("RdBu_r", "Training loss") if r == 0 else ("Greens", "Test accuracy (%)")
+        assert t.colorscale == go.Contour(colorscale=want[0]).colorscale and t.colorbar.title.text == want[1]
+    assert fig.layout.width > fig.layout.height  # a 2 x 3 grid, not one column of six
+    legend = fig.layout.legend
+    assert (legend.orientation, legend.yref, legend.yanchor) == ("h", "container", "top")
+    assert legend.y > 0.9 and legend.xanchor == "right"  # in the title band, above every colour bar
+
+
+def test_f23_f24_keep_activation_rows_by_grid_columns(synth):
+    figs, _ = draw("F24", synth)
+    fig = figs[0].plotly
+    assert subplot_titles(fig) == [f"{a}, H={h} (loss)" for a in ("linear", "tanh", "relu") for h in (2, 4, 8)]
+
+
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_activations_run_in_the_notebooks_order(family, synth):
+    """act_fns = ["linear", "tanh", "relu"] in every training figure: the activations named in the panel titles
+    appear in that order."""
+    figs, _ = draw(family, synth)
+    for f in figs:
+        named = [a for t in subplot_titles(f.plotly) for a in ("linear", "tanh", "relu") if t.startswith(a)]
+        order = list(dict.fromkeys(named))
+        assert order == [a for a in ("linear", "tanh", "relu") if a in order], (f.id, order)

@@ -32,7 +32,7 @@ from pipeline.studies.superposition.figures import (
     slider_html,
     zoom_window,
 )
-from pipeline.writer.figures import exports_plotly_images
+from pipeline.writer.figures import exports_plotly_images, kaleido_static
 from tests.conftest import ROOT
 from tests.superposition.test_plateau import KW, step_curve
 
@@ -159,16 +159,16 @@ def test_render_variant_figures(units: dict, cfg: Superposition) -> None:
     assert ids == ["untied_seed42_geometry", "untied_seed42_heatmaps", "untied_seed42_slider"]
     geo, heat, slider = out.figures
     assert all(f.sources == [("train", "untied")] for f in out.figures)
-    assert geo.mpl is not None and slider.plotly is not None and slider.mpl is None
-    assert heat.mpl is None and heat.plotly is not None  # plotly alone: kaleido writes its PNG and PDF
-    assert len(geo.mpl.axes) == 2 * 3
-    for ax in geo.mpl.axes:
-        pts = ax.collections[0].get_offsets()
-        assert pts.shape == (50, 2) and np.isfinite(pts).all()
-    assert geo.mpl.axes[2].get_title() == "epoch 400" and geo.mpl.axes[3].get_title() == "epoch 0"
-    assert geo.mpl.axes[0].get_ylabel() == "W_E: hidden 1" and geo.mpl.axes[3].get_ylabel() == "W_U: hidden 1"
-    # the seed's colour of the loss curves (42: black)
-    assert tuple(geo.mpl.axes[0].collections[0].get_facecolor()[0][:3]) == (0.0, 0.0, 0.0)
+    # the panels get kaleido's PNG and PDF; the slider is interactive HTML alone
+    assert [kaleido_static(f) for f in out.figures] == [True, True, False]
+    assert geo.mpl is None and heat.mpl is None and slider.mpl is None
+    g = geo.plotly
+    assert len(g.data) == 2 * 3
+    for t in g.data:
+        assert t.mode == "markers+text" and len(t.x) == 50 and np.isfinite(np.asarray(t.x, dtype=float)).all()
+    assert [a.text for a in g.layout.annotations] == ["epoch 0", "epoch 200", "epoch 400"] * 2
+    assert g.layout.yaxis.title.text == "W_E: hidden 1" and g.layout.yaxis4.title.text == "W_U: hidden 1"
+    assert g.data[0].marker.color == "#000000"  # the seed's colour of the loss curves (42: black)
     hm = heat.plotly
     assert len(hm.data) == 2 * 3 and all(t.type == "heatmap" and np.isfinite(t.z).all() for t in hm.data)
     assert [a.text for a in hm.layout.annotations][:3] == ["epoch 0", "epoch 200", "epoch 400"]
@@ -177,8 +177,8 @@ def test_render_variant_figures(units: dict, cfg: Superposition) -> None:
     assert heat.seed_figure == "visualize_matrices_with_slider (static frames)"
     for f in (geo, heat):  # the smoke profile labels its stand-ins in the title and the caption
         assert f.caption.startswith("SMOKE STAND-IN: 400 epochs, 2 seeds")
-    assert "SMOKE STAND-IN" in geo.mpl._suptitle.get_text() and "SMOKE STAND-IN" in hm.layout.title.text
-    assert_text_at_least_9pt(geo.mpl)
+    assert "SMOKE STAND-IN" in g.layout.title.text and "SMOKE STAND-IN" in hm.layout.title.text
+    assert geo.seed_figure == "plot_weights_interactive (static frames)"
     assert figures_module.PLOTLY_IMAGES("untied") and figures_module.PLOTLY_IMAGES("tied")
     assert not figures_module.PLOTLY_IMAGES("summary")
     assert exports_plotly_images("superposition", "untied") and not exports_plotly_images("superposition", "summary")
@@ -253,7 +253,7 @@ def test_panels_and_slider_on_random_weights() -> None:
     w_e, w_u = rng.normal(size=(3, 2, 50)), rng.normal(size=(3, 50, 2))
     ep = np.array([0, 10, 20])
     geo = geometry_panels(w_e, w_u, ep, [0, 20], "t")
-    assert len(geo.axes) == 4 and geo.axes[0].get_xlim()[1] == pytest.approx(1.1 * np.abs(w_e).max())
+    assert len(geo.data) == 4 and geo.layout.xaxis.range[1] == pytest.approx(1.1 * np.abs(w_e).max())
     heat = heatmap_panels(w_e, w_u, ep, [10], "t")
     assert len(heat.data) == 2
     m = np.matmul(w_u, w_e)
@@ -261,6 +261,41 @@ def test_panels_and_slider_on_random_weights() -> None:
     fig = slider_html(w_e, w_u, ep, 2, "t")
     assert len(fig.data) == 4 * 2 and [s.label for s in fig.layout.sliders[0].steps] == ["0", "20"]
     plt.close("all")
+
+
+def test_geometry_panels_draw_the_notebooks_labelled_points() -> None:
+    """plot_weights_interactive at the panel epochs: one markers+text scatter per (weight, epoch), every feature
+    labelled with its index above its point, marker size 8; W_E's columns and W_U's rows; each row's axes
+    ±1.1·max|w| over all snapshots on both axes, so the panels are square."""
+    rng = np.random.default_rng(2)
+    w_e, w_u = rng.normal(size=(3, 2, 50)), 3 * rng.normal(size=(3, 50, 2))
+    ep = np.array([0, 10, 20])
+    fig = geometry_panels(w_e, w_u, ep, [0, 20], "lbl", "black")
+    assert [t.name for t in fig.data] == ["W_E, epoch 0", "W_E, epoch 20", "W_U, epoch 0", "W_U, epoch 20"]
+    for t, (pts, snap) in zip(fig.data, [(np.transpose(w_e, (0, 2, 1)), 0), (np.transpose(w_e, (0, 2, 1)), 2),
+                                         (w_u, 0), (w_u, 2)], strict=True):
+        assert (t.type, t.mode, t.textposition, t.marker.size) == ("scatter", "markers+text", "top center", 8)
+        assert list(t.text) == [str(i) for i in range(50)] and t.textfont.size >= 9
+        np.testing.assert_allclose(t.x, pts[snap][:, 0], atol=1e-5)
+        np.testing.assert_allclose(t.y, pts[snap][:, 1], atol=1e-5)
+        x, y = fig.layout[f"xaxis{t.xaxis[1:]}"], fig.layout[f"yaxis{t.yaxis[1:]}"]
+        lim = 1.1 * np.abs(pts).max()
+        assert list(x.range) == pytest.approx([-lim, lim]) and list(y.range) == pytest.approx([-lim, lim])
+    assert fig.layout.width - 130 == pytest.approx(2 * 300 + 70) and not fig.frames and not fig.layout.sliders
+
+
+def test_a_slider_figure_is_interactive_html_alone(tmp_path, monkeypatch) -> None:
+    """static_plotly's rule: a figure driven by a slider gets no PNG/PDF (an image would show its first step);
+    the still steps are the panel epochs of the geometry and heat-map figures."""
+    from pipeline import plotting
+    from pipeline.contract import Figure
+    from pipeline.writer.figures import save_figure
+
+    monkeypatch.setattr(plotting, "plotly_image", lambda *_a, **_k: (_ for _ in ()).throw(AssertionError("kaleido")))
+    rng = np.random.default_rng(0)
+    fig = slider_html(rng.normal(size=(3, 2, 50)), rng.normal(size=(3, 50, 2)), np.array([0, 10, 20]), 3, "t")
+    assert fig.layout.sliders and not fig.frames and not plotting.static_plotly(fig)
+    assert [p.name for p in save_figure(Figure("s", "c", "none", plotly=fig), tmp_path)] == ["s.html"]
 
 
 def test_heatmap_panels_draw_as_the_notebook() -> None:

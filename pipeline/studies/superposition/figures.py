@@ -1,9 +1,10 @@
 """render@<unit>: the figures of the superposition study, from the train and extract outputs.
 
-Matplotlib geometry small multiples and loss curves (the notebook draws those with matplotlib); plotly heat-map
-small multiples and one plotly slider per figure seed (the notebook draws its heat maps with plotly). Axis and
-colour ranges are fixed across panels and frames, as in the seed: geometry axes span ±1.1·max|w| over all
-snapshots of that weight; heat maps use the global min/max over all snapshots.
+Plotly geometry and heat-map small multiples at ``render.panel_epochs`` (static PNG/PDF of the notebook's
+``plot_weights_interactive`` and ``visualize_matrices_with_slider``, each point labelled as there) and one plotly
+slider per figure seed (interactive HTML only: an image of it would show its first step alone); matplotlib loss
+curves. Axis and colour ranges are fixed across panels and frames, as in the seed: geometry axes span
+±1.1·max|w| over all snapshots of that weight; heat maps use the global min/max over all snapshots.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+from matplotlib.colors import to_hex
 from plotly.subplots import make_subplots
 
 from pipeline.contract import Context, Figure, Output
@@ -21,7 +23,8 @@ from pipeline.studies.superposition.config import SUMMARY, Superposition
 
 def plotly_images(unit: str) -> bool:
     """Whether ``unit`` draws plotly figures whose PNG and PDF kaleido writes (a Chromium is checked before it
-    computes): every variant (its heat maps and slider); the summary draws with matplotlib alone."""
+    computes): every variant (its geometry and heat maps; its slider is HTML alone); the summary draws with
+    matplotlib alone."""
     return unit != SUMMARY
 
 
@@ -122,41 +125,44 @@ def loss_curves(curves: dict[str, tuple[list[int], np.ndarray]], detected: dict[
     return fig
 
 
-def _feature_labels(ax: Any, q: np.ndarray, color: Any, top: int = 8) -> None:
-    """Number the ``top`` longest features when they stand out (longer than a quarter of the longest):
-    9 pt labels for all 50 would cover the panel."""
-    norms = np.linalg.norm(q, axis=1)
-    for i in np.argsort(-norms)[:top]:
-        if norms[i] > 0.25 * norms.max():
-            ax.annotate(str(i), q[i], fontsize=9, color=color, xytext=(2, 2), textcoords="offset points")
+#: the notebook's ``plot_weights_interactive`` points: ``mode="markers+text"``, every feature's index above its
+#: point (``textposition="top center"``), ``marker=dict(size=8)``
+GEOMETRY_MARKER, GEOMETRY_TEXT = 8, 9
+GEOMETRY_SIDE = 300  # px of one square geometry panel
+
+
+def feature_points(x: np.ndarray, y: np.ndarray, colour: str, name: str, visible: bool = True) -> go.Scatter:
+    """One weight matrix's features as the notebook draws them: a point per feature, each labelled."""
+    return go.Scatter(x=x.round(5), y=y.round(5), mode="markers+text", text=[str(i) for i in range(len(x))],
+                      textposition="top center", marker={"size": GEOMETRY_MARKER, "color": colour},
+                      textfont={"size": GEOMETRY_TEXT}, name=name, visible=visible, showlegend=False)
 
 
 def geometry_panels(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, panel_epochs: list[int],
-                    label: str, color: Any = "tab:blue") -> plt.Figure:
-    """Rows: W_E columns (feature i = W_E[:, i]) and W_U rows (W_U[i, :]); columns: epochs."""
+                    label: str, color: Any = "#636EFA") -> go.Figure:
+    """The notebook's geometry view (``plot_weights_interactive``, every point labelled) at the panel epochs:
+    rows W_E columns (feature i = W_E[:, i]) and W_U rows (W_U[i, :]), columns epochs; each row's square axes
+    ±1.1·max|w| over all snapshots, as the notebook fixes them for its slider."""
     pts = {"W_E": np.transpose(w_e, (0, 2, 1)), "W_U": w_u}  # [K, f, n]
-    cols = len(panel_epochs)
-    fig, axes = plt.subplots(2, cols, figsize=(2.9 * cols, 6.4), squeeze=False)
-    for r, (name, p) in enumerate(pts.items()):
-        lim = 1.1 * float(np.abs(p).max())
-        for c, e in enumerate(panel_epochs):
-            ax = axes[r, c]
+    colour = to_hex(color)
+    rows, cols = len(pts), len(panel_epochs)
+    gap, vgap = 70, 95
+    plot_w, plot_h = GEOMETRY_SIDE * cols + gap * (cols - 1), GEOMETRY_SIDE * rows + vgap * (rows - 1)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"epoch {e}" for _ in pts for e in panel_epochs],
+                        horizontal_spacing=gap / plot_w if cols > 1 else 0.0, vertical_spacing=vgap / plot_h)
+    for r, (name, p) in enumerate(pts.items(), start=1):
+        lim = [-1.1 * float(np.abs(p).max()), 1.1 * float(np.abs(p).max())]
+        for c, e in enumerate(panel_epochs, start=1):
             q = p[_snap(ep, e)]
-            ax.scatter(q[:, 0], q[:, 1], s=10, color=color, zorder=2)
-            _feature_labels(ax, q[:, :2], "0.2")
-            ax.set_xlim(-lim, lim)
-            ax.set_ylim(-lim, lim)
-            ax.set_aspect("equal")
-            ax.axhline(0, color="0.6", lw=0.5)
-            ax.axvline(0, color="0.6", lw=0.5)
-            ax.tick_params(labelsize=9)
-            ax.set_title(f"epoch {e}", fontsize=10)
-            if c == 0:
-                ax.set_ylabel(f"{name}: hidden 1", fontsize=10)
-            if r == 1:
-                ax.set_xlabel("hidden 0", fontsize=10)
-    fig.suptitle(f"{label}: features in the hidden space (top W_E columns, bottom W_U rows)", fontsize=12)
-    fig.tight_layout()
+            fig.add_trace(feature_points(q[:, 0], q[:, 1], colour, f"{name}, epoch {e}"), row=r, col=c)
+            fig.update_xaxes(range=lim, title_text="hidden 0" if r == rows else None, row=r, col=c)
+            fig.update_yaxes(range=lim, title_text=f"{name}: hidden 1" if c == 1 else None, row=r, col=c)
+    for ann in fig.layout.annotations:  # the subplot titles: a little smaller than the figure's
+        ann.font = {"size": PLOTLY_STYLE["font"]["size"]}
+    margin = {"t": 90, "l": 90, "r": 40, "b": 70}
+    fig.update_layout(title={"text": f"{label}: features in the hidden space (top W_E columns, bottom W_U rows)"},
+                      margin=margin, width=plot_w + margin["l"] + margin["r"],
+                      height=plot_h + margin["t"] + margin["b"])
     return fig
 
 
@@ -209,14 +215,12 @@ def slider_html(w_e: np.ndarray, w_u: np.ndarray, ep: np.ndarray, frames: int, l
     rng = {"m": (float(m.min()), float(m.max())), "r": (float(r.min()), float(r.max()))}
     fig = make_subplots(rows=2, cols=2, horizontal_spacing=0.12, vertical_spacing=0.1,
                         subplot_titles=("W_E columns", "W_U rows", "W_U·W_E", "ReLU(W_U·W_E)"))
-    labels = [str(i) for i in range(pe.shape[1])]
     per = 4
     for k, j in enumerate(idx):
         vis = k == 0
-        for col, p in ((1, pe[j]), (2, pu[j])):
-            fig.add_trace(go.Scatter(x=p[:, 0].round(5), y=p[:, 1].round(5), mode="markers+text",
-                                     text=labels, textposition="top center", marker={"size": 6},
-                                     textfont={"size": 8}, visible=vis, showlegend=False), row=1, col=col)
+        for col, p, name in ((1, pe[j], "W_E"), (2, pu[j], "W_U")):
+            fig.add_trace(feature_points(p[:, 0], p[:, 1], "#636EFA", f"{name}, epoch {int(ep[j])}", vis),
+                          row=1, col=col)
         for col, a, key, bar_x in ((1, m[j], "m", 0.44), (2, r[j], "r", 1.0)):
             fig.add_trace(go.Heatmap(z=a, colorscale="Magma", zmin=rng[key][0], zmax=rng[key][1],
                                      colorbar={"len": 0.42, "y": 0.21, "x": bar_x}, visible=vis,
@@ -286,10 +290,10 @@ def render(ctx: Context, unit: str) -> Output:
         label = f"{unit} model, seed {seed}" + (" (SMOKE STAND-IN)" if note else "")
         pre = f"{note}. " if note else ""
         figs.append(Figure(f"{tag}_geometry",
-                           mpl=geometry_panels(w_e, w_u, ep, rp.panel_epochs, label, colors[seed]),
+                           plotly=geometry_panels(w_e, w_u, ep, rp.panel_epochs, label, colors[seed]),
                            caption=f"{pre}{label}: the 50 features in the 2-D hidden space (top: W_E columns, "
-                                   "bottom: W_U rows) at chosen epochs, in the seed's colour of the loss curves; "
-                                   "numbered: the 8 longest features; axes fixed over "
+                                   "bottom: W_U rows) at chosen epochs, each labelled with its index as in the "
+                                   "notebook, in the seed's colour of the loss curves; axes fixed over "
                                    "training." +
                                    (" Tied: W_U = W_Eᵀ, so both rows agree." if tied else ""),
                            seed_figure="plot_weights_interactive (static frames)", sources=src))

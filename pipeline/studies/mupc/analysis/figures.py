@@ -33,7 +33,7 @@ from matplotlib.colors import LogNorm
 
 from pipeline.contract import Context, Figure, Output
 from pipeline.plotting import palette, plt
-from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
+from pipeline.studies.mupc.analysis.config import FwdPassParams, HessianParams, MupcAnalysisParams
 from pipeline.studies.mupc.analysis.families import FAMILIES
 from pipeline.studies.mupc.analysis.layout import (
     FWD_METRICS,
@@ -282,7 +282,22 @@ def render_f2(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     return figs
 
 
+#: F4's panels the notebook does not draw: it plots κ of H_theory only (``H_theory_cond_num``)
+F4_ADDITIONS = ("D", "O")
+ADDITION = "trainscape addition, not in the notebook"
+ADDITION_GREY = "0.4"
+
+
+def mark_addition(ax: Any) -> None:
+    """A panel the project adds to a notebook figure: said under its title, title and dashed frame in grey."""
+    ax.set_title(f"{ax.get_title()}\n({ADDITION})", color=ADDITION_GREY)
+    for spine in ax.spines.values():
+        spine.set(visible=True, linestyle="--", edgecolor=ADDITION_GREY)
+
+
 def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    """λ_max, λ_min of D, O and H_theory and κ of H_theory, as the notebook; κ(D) and κ(O) are marked as the
+    project's additions (κ(O) is 1 in every cell: O's spectrum is symmetric)."""
     hp = cfg.hessian
     figs = []
     for gk, c in _linear_configs(hp).items():
@@ -290,8 +305,14 @@ def render_f4(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
         rows = [_extremes(cells, hp, f"{pre}_", pre, TEX[pre], pre != "O" and _kappa_log(c))
                 for _, pre, _ in THEORY_MATRICES]
         fig = _phase_figure(rows, hp, f"Linear theory extremes — {gk}")
-        figs.append(_phase_group_figure("F4", gk, fig, src, f"λ_max, λ_min, κ of D, O and H_theory per (N, H); "
-                                        f"{gk}.", "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
+        kappa = dict(EXTREMES)["kappa"]
+        for ax in fig.axes:
+            if any(ax.get_title().startswith(f"{pre}: {kappa}") for pre in F4_ADDITIONS):
+                mark_addition(ax)
+        figs.append(_phase_group_figure("F4", gk, fig, src, f"λ_max, λ_min of D, O and H_theory and κ of H_theory per "
+                                        f"(N, H), as the notebook; κ(D) and κ(O) (grey, dashed frame) are the "
+                                        f"project's additions (κ(O) = 1: O's spectrum is symmetric); {gk}.",
+                                        "D_/O_/H_theory_{max,min}_eigen, H_theory_cond_num"))
     return figs
 
 
@@ -378,37 +399,60 @@ def render_f5(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     return figs
 
 
+def _f6_figure(fid: str, p: Panels, src: str, caption: str, seed: str) -> Figure:
+    return Figure(fid, caption, seed, plotly=p.done(), sources=[("train", src)], family="F6")
+
+
+def _f6_at_step(arrs: dict[str, np.ndarray], fp: FwdPassParams, t: int, title: str) -> Panels:
+    """The notebook's spectral norms at step ``t``: per width at the slice depth (its ``depth_idx = 0``), per
+    depth at each slice width; rows = variants."""
+    j_slice, label = fp.depths.index(fp.slice_depth), FWD_LABELS["param_spectral_norms"]
+    titles = [s for v in fp.variants for s in
+              [f"{v}: L={fp.slice_depth}, t={t}", *(f"{v}: N={N}, t={t}" for N in fp.slice_widths)]]
+    p = Panels(len(fp.variants), 1 + len(fp.slice_widths), titles, CURVE_PANEL, title)
+    for r, v in enumerate(fp.variants, start=1):
+        _layer_traces(p, r, 1, fp.widths, arrs[v][:, t, :, j_slice], "Greens", False)
+        _layer_axes(p, r, 1, fp.widths, "Width", label, False)
+        for c, N in enumerate(fp.slice_widths, start=2):
+            _layer_traces(p, r, c, fp.depths, arrs[v][:, t, fp.widths.index(N), :], "Greens", False)
+            _layer_axes(p, r, c, fp.depths, "Depth", label, False)
+    return p
+
+
+def _f6_over_steps(arrs: dict[str, np.ndarray], fp: FwdPassParams, title: str) -> Panels:
+    """The notebook's spectral norms over training at each slice width, at the slice depth (``depth_idx = 0``,
+    the depth of its per-width panels, not the deepest net); rows = variants."""
+    j_slice, label = fp.depths.index(fp.slice_depth), FWD_LABELS["param_spectral_norms"]
+    titles = [f"{v}: over t, N={N}, L={fp.slice_depth}" for v in fp.variants for N in fp.slice_widths]
+    p = Panels(len(fp.variants), len(fp.slice_widths), titles, CURVE_PANEL, title)
+    for r, v in enumerate(fp.variants, start=1):
+        for c, N in enumerate(fp.slice_widths, start=1):
+            _layer_traces(p, r, c, range(fp.checks), arrs[v][:, :, fp.widths.index(N), j_slice], "Greens", True)
+            _layer_axes(p, r, c, None, ITER, label, False)
+    return p
+
+
 def render_f6(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
+    """Per (act, optim): one figure per step of ``plot_ts`` (per width and per depth, as F5) and one over
+    training, the notebook's ``params_spectral_norm_per_N_at_t{t}``, ``_per_L_at_t{t}`` and ``_over_t``."""
     fp = cfg.fwd_pass
-    j_slice, t = fp.depths.index(fp.slice_depth), fp.plot_ts[0]
-    Lmax = max(fp.depths)
-    label = FWD_LABELS["param_spectral_norms"]
     figs = []
     for act in fp.acts:
         for optim in fp.optims:
-            titles = [s for v in fp.variants for s in
-                      [f"{v}: L={fp.slice_depth}, t={t}", *(f"{v}: N={N}, t={t}" for N in fp.slice_widths),
-                       *(f"{v}: over t, N={N}, L={Lmax}" for N in fp.slice_widths)]]
-            ns = len(fp.slice_widths)
-            p = Panels(len(fp.variants), 1 + 2 * ns, titles, CURVE_PANEL,
-                       f"Spectral norms of the raw weights — {act}, {optim}")
-            for r, v in enumerate(fp.variants, start=1):
-                arr = _fwd_load(read, act, optim, v)["param_spectral_norms"]
-                _layer_traces(p, r, 1, fp.widths, arr[:, t, :, j_slice], "Greens", False)
-                _layer_axes(p, r, 1, fp.widths, "Width", label, False)
-                for k, N in enumerate(fp.slice_widths):
-                    i = fp.widths.index(N)
-                    _layer_traces(p, r, 2 + k, fp.depths, arr[:, t, i, :], "Greens", False)
-                    _layer_axes(p, r, 2 + k, fp.depths, "Depth", label, False)
-                    _layer_traces(p, r, 2 + ns + k, range(fp.checks), arr[:, :, i, fp.depths.index(Lmax)], "Greens",
-                                  True)
-                    _layer_axes(p, r, 2 + ns + k, None, ITER, label, False)
-            fid = f"F6_{act}_{optim}"
-            figs.append(Figure(fid,
-                               f"Largest singular value of the raw W_ℓ (exact, matrix_norm ord=2) per width, per depth "
-                               f"and over steps; {act}, {optim}, 5 variants.",
-                               "params_spectral_norm_per_N / _per_L / _over_t", plotly=p.done(),
-                               sources=[("train", src)], family="F6"))
+            arrs = {v: _fwd_load(read, act, optim, v)["param_spectral_norms"] for v in fp.variants}
+            head = f"Spectral norms of the raw weights — {act}, {optim}"
+            for t in fp.plot_ts:
+                figs.append(_f6_figure(
+                    f"F6_{act}_{optim}_t{t}", _f6_at_step(arrs, fp, t, f"{head}, t={t}"), src,
+                    f"Largest singular value of the raw W_ℓ (exact, matrix_norm ord=2) at layers 1, L/4, L/2, 3L/4, L "
+                    f"per width (L={fp.slice_depth}) and per depth (N ∈ {fp.slice_widths}) at step {t}; {act}, "
+                    f"{optim}, {len(fp.variants)} variants.",
+                    f"params_spectral_norm_per_N_at_t{t}_L_{fp.slice_depth} / _per_L_at_t{t}_N_{{N}}"))
+            figs.append(_f6_figure(
+                f"F6_{act}_{optim}_over_t", _f6_over_steps(arrs, fp, f"{head}, over training"), src,
+                f"Largest singular value of the raw W_ℓ over the {fp.checks} training steps at L={fp.slice_depth} "
+                f"(the depth of the per-width panels), N ∈ {fp.slice_widths}; {act}, {optim}, "
+                f"{len(fp.variants)} variants.", "params_spectral_norm_over_t_N_{N}"))
     return figs
 
 

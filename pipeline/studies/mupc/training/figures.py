@@ -32,6 +32,7 @@ from pipeline.studies.mupc.training.grid import (
     PC_FILL,
     Env,
     accs,
+    act_order,
     bp_cell,
     by_seed,
     cell_h,
@@ -120,7 +121,7 @@ def lr_grid(env: Env, sweep: str, dr: list[RunConfig], clean: bool, cell: Callab
     ``sample_colorscale(n + 2)[2:]``): rows = activations, columns = H. ``cell(act, H)`` gives a panel's title,
     its runs and their groups by activity lr (None: the panel is hidden); ``on_curve(act, H, lr, mean)`` sees
     each mean."""
-    acts, hs = values(dr, "act"), values(dr, "H")
+    acts, hs = act_order(dr), values(dr, "H")
     cells = {(act, H): cell(act, H) for act in acts for H in hs}
     titles = [cells[a, h][0] if cells[a, h] else "" for a in acts for h in hs]
     p = Panels(len(acts), len(hs), titles, panel, head)
@@ -172,7 +173,7 @@ def sp_best(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
-        acts = values(dr, "act")
+        acts = act_order(dr)
         p = Panels(2, len(acts), [*acts, *[f"{a}: κ" for a in acts]],
                    title=title(ds, f"SP PC ({name}) at the best activity lr per H", clean))
         for j, act in enumerate(acts):
@@ -224,7 +225,7 @@ def mupc_lr_sweep(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
-        p_lrs = {act: mupc_choice(env, sweep, dr, act, "H")[0] for act in values(dr, "act")}
+        p_lrs = {act: mupc_choice(env, sweep, dr, act, "H")[0] for act in act_order(dr)}
         p = lr_grid(env, sweep, dr, clean, partial(mupc_lr_cell, dr, p_lrs),
                     title(ds, "μPC, test accuracy per activity lr", clean), ag.fill_empty, panel=(650, 450))
         figs.append(finish(env, p, f"F13_mupc_lr_sweep_{ds}{suffix(clean)}",
@@ -242,7 +243,7 @@ def mupc_best(env: Env, sweep: str, over: str) -> list[Figure]:
     sym, word = ("N", "width") if over == "N" else ("H", "depth")
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
-        acts = values(dr, "act")
+        acts = act_order(dr)
         chosen_lrs = {act: mupc_choice(env, sweep, dr, act, over) for act in acts}
         p = Panels(1, len(acts), [f"{a} (param lr {lr_label(chosen_lrs[a][0])}, act lr {lr_label(chosen_lrs[a][1])})"
                                   for a in acts], title=title(ds, f"μPC at the best lrs across {word}", clean))
@@ -269,7 +270,7 @@ def mupc_cond(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     for clean, ds, dr in per_dataset(env, runs):
-        acts = values(dr, "act")
+        acts = act_order(dr)
         p = Panels(1, len(acts), acts, title=title(ds, "μPC, condition number of the activity Hessian", clean))
         for j, act in enumerate(acts):
             ar = pick(dr, act=act)
@@ -326,7 +327,7 @@ def sp_baseline(env: Env, sweep: str) -> list[Figure]:
     runs = sweep_runs(env, sweep)
     figs = []
     for clean in variants(env):
-        acts = values(runs, "act")
+        acts = act_order(runs)
         ds = runs[0].dataset
         p = Panels(1, len(acts), acts, title=title(ds, "SP PC with skips across depth", clean))
         for j, act in enumerate(acts):
@@ -360,7 +361,7 @@ def mupc_vs_pc(env: Env, mupc: str, pc: str, bp: str) -> list[Figure]:
     pc_runs = sweep_runs(env, s12)
     figs = []
     for clean in variants(env):
-        acts = values(mu_runs, "act")
+        acts = act_order(mu_runs)
         ds = mu_runs[0].dataset
         p = Panels(1, len(acts), [f"{a}: μPC vs PC vs BP" for a in acts], (500, 350),
                    title(ds, "μPC vs PC across depth", clean))
@@ -455,7 +456,7 @@ def bp_sweep(env: Env, sweep: str) -> list[Figure]:
     for clean in variants(env):
         for ds, epochs in sorted({(rc.dataset, rc.epochs) for rc in runs}):
             vr = pick(runs, dataset=ds, epochs=epochs)
-            acts = values(vr, "act")
+            acts = act_order(vr)
             p = Panels(1, len(acts), [f"{a}, H={cell_h(pick(vr, act=a))}" for a in acts], (575, 400),
                        title(ds, f"{epochs} epoch(s), BP with Depth-μP per lr", clean))
             for j, act in enumerate(acts):
@@ -520,6 +521,29 @@ def draw_contour(p: Panels, r: int, c: int, p_lrs: list[float], a_lrs: list[floa
     return float(aa[idx[1]]), float(pa[idx[0]]), float(10 ** zz[idx])
 
 
+#: a contour figure's rows of metrics: (metric, colour scale, colour-bar title, which extreme is best)
+LOSS_ROW = ("loss", "RdBu_r", "Training loss", "min")
+ACC_ROW = ("acc", "Greens", ACC, "max")
+
+
+def contour_panels(rows: int, cols: int, titles: list[str], head: str) -> Panels:
+    """Panels for contours: the notebook's 500 × 400 px and white background, the legend of the project's marks
+    (optimum, non-finite cells) above the plot, clear of the colour bars beside every panel."""
+    p = Panels(rows, cols, titles, (500, 400), head, hspace=0.16, vspace=0.3 / rows)
+    p.fig.update_layout(plot_bgcolor="white")
+    p.legend_top()
+    return p
+
+
+def transfer_layout(acts: list[str], ivs: list[Any], rows: list[tuple[str, ...]]
+                    ) -> dict[tuple[int, int], tuple[str, Any, tuple[str, ...]]]:
+    """Each panel (row, col) of a transfer figure → (act, iv, metric row). F25 (``ivs`` [None]): the notebook's
+    loss and accuracy rows by activation columns; F23/F24: rows = activations, columns = the N or H drawn."""
+    if ivs == [None]:
+        return {(r + 1, j + 1): (act, None, row) for r, row in enumerate(rows) for j, act in enumerate(acts)}
+    return {(i + 1, j + 1): (act, v, rows[0]) for i, act in enumerate(acts) for j, v in enumerate(ivs)}
+
+
 def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
     """F23 (over N) / F24 (over H): min train loss contours per act (RdBu_r); F25 (over None): F-MNIST loss and
     accuracy (Greens) contours per act, as the notebook's ``plot_learning_rates_contour``."""
@@ -527,27 +551,22 @@ def transfer_contours(env: Env, sweep: str, over: str | None) -> list[Figure]:
     figs = []
     for clean in variants(env):
         ds = runs[0].dataset
-        acts = values(runs, "act")
+        acts = act_order(runs)
         ivs = values(runs, over) if over else [None]
-        rows = [("loss", "RdBu_r", "Training loss", "min")]
-        if over is None:
-            rows.append(("acc", "Greens", "Test accuracy (%)", "max"))
-        titles = [f"{act}" + (f", {over}={v}" if over else "") + f" ({what})"
-                  for act in acts for what, *_ in rows for v in ivs]
+        layout = transfer_layout(acts, ivs, [LOSS_ROW] if over else [LOSS_ROW, ACC_ROW])
+        titles = [f"{act}" + (f", {over}={v}" if over else "") + f" ({row[0]})" for act, v, row in layout.values()]
         word = {"N": "width", "H": "depth", None: "F-MNIST"}[over]
-        p = Panels(len(acts) * len(rows), len(ivs), titles, (500, 400),
-                   title(ds, f"μPC hyper-parameter transfer ({word})", clean), hspace=0.16, vspace=0.3 / len(acts))
-        p.fig.update_layout(plot_bgcolor="white")
-        for i, act in enumerate(acts):
-            for j, v in enumerate(ivs):
-                sub = pick(runs, act=act, **({over: v} if over else {}))
-                p_lrs, a_lrs, loss, acc = contour_arrays(env, sweep, sub, clean)
-                for r, (what, cmap, label, best) in enumerate(rows):
-                    cells = loss if what == "loss" else acc
-                    z = ag.contour_log10_clean(cells) if clean else ag.log10_notebook(ag.contour_mean(cells))
-                    row = i * len(rows) + r + 1
-                    draw_contour(p, row, j + 1, p_lrs, a_lrs, z, cmap, label, best)
-                    p.axes(row, j + 1, "Activity lr", "Weight lr")
+        nrow, ncol = max(r for r, _ in layout), max(c for _, c in layout)
+        p = contour_panels(nrow, ncol, titles, title(ds, f"μPC hyper-parameter transfer ({word})", clean))
+        grids: dict[tuple[str, Any], tuple] = {}  # a cell's arrays, loaded once for its loss and accuracy rows
+        for (r, c), (act, v, (what, cmap, label, best)) in layout.items():
+            if (act, v) not in grids:
+                grids[act, v] = contour_arrays(env, sweep, pick(runs, act=act, **({over: v} if over else {})), clean)
+            p_lrs, a_lrs, loss, acc = grids[act, v]
+            cells = loss if what == "loss" else acc
+            z = ag.contour_log10_clean(cells) if clean else ag.log10_notebook(ag.contour_mean(cells))
+            draw_contour(p, r, c, p_lrs, a_lrs, z, cmap, label, best)
+            p.axes(r, c, "Activity lr", "Weight lr")
         if over == "N":
             seed, fid = "pcn_results/min_train_losses_over_lrs_{act}_width_{N}.pdf", "F23_transfer_width"
         elif over == "H":
@@ -596,11 +615,9 @@ def pc_any_lr(env: Env, sweep: str) -> list[Figure]:
     figs = []
     for ds in values(runs, "dataset"):
         dr = pick(runs, dataset=ds)
-        acts, hs = values(dr, "act"), values(dr, "H")
-        p = Panels(len(hs), len(acts), [f"{act}, H={H}" for H in hs for act in acts], (500, 400),
-                   title(ds, "standard PC, final test accuracy over the lr grid", False), hspace=0.16,
-                   vspace=0.3 / len(hs))
-        p.fig.update_layout(plot_bgcolor="white")
+        acts, hs = act_order(dr), values(dr, "H")
+        p = contour_panels(len(hs), len(acts), [f"{act}, H={H}" for H in hs for act in acts],
+                           title(ds, "standard PC, final test accuracy over the lr grid", False))
         for i, H in enumerate(hs):
             for j, act in enumerate(acts):
                 cell = pick(dr, act=act, H=H)

@@ -65,6 +65,17 @@ def values(runs: Iterable[RunConfig], name: str, descending: bool = False) -> li
     return sorted({getattr(rc, name) for rc in runs}, reverse=descending)
 
 
+#: the notebook's order of activations in every figure (``act_fns = ["linear", "tanh", "relu"]``)
+ACT_ORDER = ("linear", "tanh", "relu")
+
+
+def act_order(runs: Iterable[RunConfig]) -> list[str]:
+    """The activations of ``runs`` in the notebook's order (panel rows and columns follow it; an activation
+    the notebook lacks comes after, alphabetically)."""
+    rank = {a: i for i, a in enumerate(ACT_ORDER)}
+    return sorted({rc.act for rc in runs}, key=lambda a: (rank.get(a, len(rank)), a))
+
+
 def by_seed(runs: Sequence[RunConfig]) -> list[RunConfig]:
     return sorted(runs, key=lambda rc: rc.seed)
 

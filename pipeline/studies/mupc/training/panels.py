@@ -66,6 +66,12 @@ class Panels:
         self.fig.update_xaxes(visible=False, row=r, col=c)
         self.fig.update_yaxes(visible=False, row=r, col=c)
 
+    def legend_top(self) -> None:
+        """The legend in one row at the figure's top right, beside the title: where panels carry their own colour
+        bars, plotly's default place (right of the plot) is on top of the last column's bar."""
+        self.fig.update_layout(legend={"orientation": "h", "yref": "container", "y": 0.995, "yanchor": "top",
+                                       "x": 1.0, "xanchor": "right"})
+
     def note(self, text: str) -> None:
         """A line of what the project adds, written below the plot (grey), apart from the notebook's drawing."""
         self.notes.append(text)

@@ -108,7 +108,7 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"gpu-headline: --set {item!r} is not allowed; allowed: KEY=VALUE, e.g. allow_tf32=false")
+            raise SystemExit(f"gpu-headline: --set {item!r} is not allowed; allowed: KEY=VALUE, e.g. cuda_graphs=false")
         out[key] = yaml.safe_load(value)
     return out
 
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--extract-limit", type=float, default=120)
     ap.add_argument("--units", nargs="+", choices=TRAIN_UNITS, help="train only these units (default: the slice)")
     ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
-                    help="a variant: values of the headline profile changed in the workspace (e.g. allow_tf32=false)")
+                    help="a variant: values of the headline profile changed in the workspace (e.g. cuda_graphs=false)")
     ap.add_argument("--cuts", action="store_true", help="print the slice's cuts against the paper profile and stop")
     ap.add_argument("--plan", action="store_true", help="print `make plan` of the slice on this machine and stop")
     ap.add_argument("--rebuild", nargs="+", type=Path, metavar="FOLDER",

@@ -86,6 +86,13 @@ def _moved(base: dict, **edits: float) -> dict:
     ("muon_train_acc_above_adam_random", {"random_adam__final_train_acc": 0.9940}),
     ("glyph_raises_first_loss", {"glyph_adam__first_batch_loss": 2.5}),
     ("glyph_init_loss_like_seed", {"glyph_adam__first_batch_loss": 3.7969}),  # init seed 0's draw
+    # Muon's early lead fades: one that lasts (5 of its 5.7 points), one more than half kept, one that turns into a
+    # 2-point deficit, and no early lead at all break it
+    ("muon_lead_fades_glyph", {"glyph_muon__final_test_acc": 0.9629 + 0.05}),
+    ("muon_lead_fades_random", {"random_muon__final_test_acc": 0.9740 + 0.0140,
+                                "random_muon__test_acc_epoch1": 0.9535}),
+    ("muon_lead_fades_glyph", {"glyph_muon__final_test_acc": 0.9429}),
+    ("muon_lead_fades_random", {"random_muon__test_acc_epoch1": 0.9295}),
 ])
 def test_a_claim_fails_when_its_effect_is_absent_or_not_the_seeds_size(cid, edits):
     assert _status(cid, PAPER) == "holds"

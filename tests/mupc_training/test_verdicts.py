@@ -329,3 +329,36 @@ def test_smoke_shaped_s13_trains_so_the_claim_is_exempt_there():
     row = any_lr_row("smoke", paperlike)
     assert row["measured"]["H"] == 8 and row["measured"]["above"]
     assert row["status"] == "fails" and not row["expected"] and row["reason"]
+
+
+# ----------------------------------------------------------------------------- 1c. κ over training, per seed
+
+
+def kappa_rising(rc: RunConfig) -> dict[str, np.ndarray]:
+    """:func:`paperlike` with Hessian records for S1: κ(H_z) rises 10·H² → 30·H² over training, except the last
+    seed of each cell, stopped by the 15 % rule after its first evaluation (two rows: init and that test)."""
+    out = paperlike(rc)
+    if rc.metrics == "hessian":
+        n = n_evals(rc) + 1
+        kappa = 10.0 * rc.H ** 2 * np.linspace(1.0, 3.0, n)
+        if rc.seed == 2:
+            kappa = kappa[:2]
+        out.update(lambda_min=np.full(len(kappa), 0.1), lambda_max=0.1 * kappa)
+    return out
+
+
+def test_kappa_in_training_is_each_seeds_last_value_not_the_shortest_seeds():
+    """Paper (S1: three seeds): one seed stopped early no longer pulls κ_final back to its first rows; the
+    verdict reads each seed's last κ, so κ rises in every cell."""
+    m = published("paper", ("F8",), kappa_rising)
+    f8 = m[fam("F8")]
+    for cell, final in f8["kappa_final"].items():
+        H = int(cell.rsplit("=", 1)[1])
+        rows = 3 * 1 + 1
+        stopped = 10.0 * H ** 2 * (1.0 + 2.0 / (rows - 1))  # the short seed's last κ (its second row)
+        assert final == pytest.approx((2 * 30.0 * H ** 2 + stopped) / 3), cell
+        assert f8["kappa_init"][cell] == pytest.approx(10.0 * H ** 2), cell
+    assert verdict("sp_kappa_rises_in_training", m, "paper") == "holds"
+    flat = published("paper", ("F8",), lambda rc: {**kappa_rising(rc), **(
+        {"lambda_max": np.full(n_evals(rc) + 1, rc.H ** 2)} if rc.metrics == "hessian" else {})})
+    assert verdict("sp_kappa_rises_in_training", flat, "paper") == "fails"  # κ that does not move

@@ -233,23 +233,38 @@ def sp_best_runs(env: Env, sweep: str, ds: str, act: str, H: int, cell: list[Run
     return a_lr, by_seed(pick(cell, param_lr=p_lr, act_lr=a_lr))
 
 
+def mupc_kappa_runs(env: Env, sweep: str, ds: str, act: str, H: int, cell: list[RunConfig]) -> list[RunConfig]:
+    """F12's runs of a μPC cell: its seeds at the chosen lrs (the notebook's μPC lrs as the table)."""
+    b = env.cfg.best_lrs.mupc
+    p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
+    return pick(cell, param_lr=p_lr, act_lr=a_lr)
+
+
 def mupc_kappa(env: Env, sweep: str, ds: str, act: str, H: int, cell: list[RunConfig], clean: bool
                ) -> tuple[np.ndarray, np.ndarray]:
     """F12: κ(H_z) of a μPC cell at its chosen lrs (the notebook's μPC lrs as the table), mean and std per row;
     a cell with no Hessian record is an error."""
-    b = env.cfg.best_lrs.mupc
-    p_lr, a_lr = choose(env, sweep, [cell], (b.param_lr.get(ds, 0.1), 0.5), f"{ds}/{act}/H={H}")
-    kap = kappa_series(env, sweep, pick(cell, param_lr=p_lr, act_lr=a_lr), clean)
+    kap = kappa_series(env, sweep, mupc_kappa_runs(env, sweep, ds, act, H, cell), clean)
     if kap is None:
         raise RenderError(f"{env.family}: {sweep} runs of {ds}/{act}/H={H} hold no Hessian record")
     return kap
 
 
-def kappa_ends(env: Env, cell: str, km: np.ndarray) -> None:
-    """Headline κ(H_z) of a cell: at initialisation (row 0) and at the last row the seeds reached."""
-    reached = km[np.isfinite(km)]
-    env.headline.setdefault("kappa_init", {})[cell] = float(km[0]) if len(km) and np.isfinite(km[0]) else None
-    env.headline.setdefault("kappa_final", {})[cell] = float(reached[-1]) if len(reached) else None
+def kappa_ends(env: Env, sweep: str, cell: str, runs: Sequence[RunConfig]) -> None:
+    """Headline κ(H_z) of a cell for the verdicts: the mean over seeds of each seed's κ at initialisation (row 0)
+    and at the last row it reached (no truncation to the shortest seed: a seed stopped early keeps its last κ,
+    where the notebook's mean would end at the stopped seed's first rows); None where no seed has a row."""
+    firsts, lasts = [], []
+    for rc in by_seed(runs):
+        lo, hi = env.sweeps.series(sweep, rc, "lambda_min"), env.sweeps.series(sweep, rc, "lambda_max")
+        kap = np.array([ag.compute_cond_num([a, b]) for a, b in zip(lo, hi)], dtype=float)
+        finite = kap[np.isfinite(kap)]
+        if len(kap) and np.isfinite(kap[0]):
+            firsts.append(float(kap[0]))
+        if len(finite):
+            lasts.append(float(finite[-1]))
+    env.headline.setdefault("kappa_init", {})[cell] = float(np.mean(firsts)) if firsts else None
+    env.headline.setdefault("kappa_final", {})[cell] = float(np.mean(lasts)) if lasts else None
 
 
 def mupc_choice(env: Env, sweep: str, runs: list[RunConfig], act: str, over: str) -> tuple[float, float]:

@@ -37,6 +37,7 @@ from pipeline.studies.mupc.training.grid import (
     measured_flag,
     mupc_choice,
     mupc_kappa,
+    mupc_kappa_runs,
     pick,
     seed_finals,
     sp_best_runs,
@@ -99,9 +100,8 @@ def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> None:
             for H in values(ar, "H"):
                 _, chosen = sp_best_runs(env, sweep, ds, act, H, pick(ar, H=H))
                 best_final[f"{ds}/{act}/H={H}"] = verdict_acc(env, sweep, chosen)
-                kap = kappa_series(env, sweep, chosen, False)
-                if kap is not None:
-                    kappa_ends(env, f"{ds}/{act}/H={H}", kap[0])
+                if kappa_series(env, sweep, chosen, False) is not None:
+                    kappa_ends(env, sweep, f"{ds}/{act}/H={H}", chosen)
 
 
 # ----------------------------------------------------------------------------- μPC families
@@ -115,7 +115,8 @@ def mupc_cond(env: Env, sweep: str) -> None:
         for act in values(dr, "act"):
             ar = pick(dr, act=act)
             for H in values(ar, "H"):
-                kappa_ends(env, f"{ds}/{act}/H={H}", mupc_kappa(env, sweep, ds, act, H, pick(ar, H=H), False)[0])
+                mupc_kappa(env, sweep, ds, act, H, pick(ar, H=H), False)  # an error where no Hessian was recorded
+                kappa_ends(env, sweep, f"{ds}/{act}/H={H}", mupc_kappa_runs(env, sweep, ds, act, H, pick(ar, H=H)))
 
 
 def mupc_lr_sweep(env: Env, sweep: str) -> None:

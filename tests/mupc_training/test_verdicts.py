@@ -362,3 +362,21 @@ def test_kappa_in_training_is_each_seeds_last_value_not_the_shortest_seeds():
     flat = published("paper", ("F8",), lambda rc: {**kappa_rising(rc), **(
         {"lambda_max": np.full(n_evals(rc) + 1, rc.H ** 2)} if rc.metrics == "hessian" else {})})
     assert verdict("sp_kappa_rises_in_training", flat, "paper") == "fails"  # κ that does not move
+
+
+# ----------------------------------------------------------------------------- F20: where PC fails, and tanh
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_linear_pc_fails_from_32_layers_and_tanh_trains_to_the_deepest(profile):
+    """The notebook's rule (spec §8.1): linear SP-PC at chance from H = 32, tanh trained to H = 128. Paper-shaped
+    sweeps hold both; linear PC training at 32 layers, or tanh at chance at the deepest, breaks them."""
+    m = published(profile, ("F20",), paperlike)
+    cells = m[fam("F20")]["final_acc"]
+    assert verdict("sp_linear_fails_from_32_layers", m, profile) == "holds"
+    assert verdict("sp_tanh_trains_to_128_layers", m, profile) == "holds"
+    cells["linear/H=32"]["final"] = 60.0
+    assert verdict("sp_linear_fails_from_32_layers", m, profile) == "fails"
+    deepest = max((k for k in cells if k.startswith("tanh/")), key=lambda k: int(k.rsplit("=", 1)[1]))
+    cells[deepest]["final"] = 10.0
+    assert verdict("sp_tanh_trains_to_128_layers", m, profile) == "fails"

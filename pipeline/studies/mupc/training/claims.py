@@ -202,6 +202,33 @@ def pc_fails(act: str, H: int) -> bool:
     return (H >= 64 and act != "tanh") or (H >= 32 and act == "linear")
 
 
+def sp_cells(final_acc: Any, act: str) -> dict[int, float | None]:
+    """F20's verdict accuracy (``final``) per depth of one activation."""
+    if not isinstance(final_acc, Mapping):
+        return {}
+    return {int(k.rsplit("=", 1)[1]): number(v.get("final")) for k, v in final_acc.items()
+            if k.startswith(f"{act}/H=") and isinstance(v, Mapping)}
+
+
+def fails_where_the_paper_says(final_acc: Any, *, act: str, level: float, most: float) -> tuple[bool, Any]:
+    """F20, one activation: standard PC reaches ``level`` at every depth where the paper says it trains and stays
+    at most ``most`` at every depth where it says it fails (:func:`pc_fails`), with a depth of each kind (an
+    untrained sweep, at chance everywhere, fails; so does one that trains everywhere); measured: the cells."""
+    cells = sp_cells(final_acc, act)
+    trains = {h: a for h, a in cells.items() if not pc_fails(act, h)}
+    fails = {h: a for h, a in cells.items() if pc_fails(act, h)}
+    ok = (bool(trains) and bool(fails) and all(a is not None and a >= level for a in trains.values())
+          and all(a is not None and a <= most for a in fails.values()))
+    return ok, {f"H={h}": a for h, a in sorted(cells.items())}
+
+
+def trains_at_every_depth(final_acc: Any, *, act: str, level: float) -> tuple[bool, Any]:
+    """F20, one activation: standard PC reaches ``level`` at every depth (two at least); measured: the cells."""
+    cells = sp_cells(final_acc, act)
+    ok = len(cells) >= 2 and all(a is not None and a >= level for a in cells.values())
+    return ok, {f"H={h}": a for h, a in sorted(cells.items())}
+
+
 def ahead_where_pc_fails(final_acc: Any, *, margin: float) -> tuple[bool, Any]:
     """F18: at every depth where the paper says PC fails (:func:`pc_fails`), μPC's final accuracy exceeds
     PC's by more than ``margin`` points; measured: the difference per such cell. At the depths where both
@@ -370,8 +397,8 @@ CLAIMS = (
           both_train,
           figures=("F16", "F17"), fails_on={"smoke": TINY}, kind=FINDING),
     Claim("mupc_beats_pc_at_every_depth", "F18 (paper Fig. 1, right)",
-          "ReLU ResNets: at every depth where the paper says standard PC fails (ReLU from H = 64; linear from "
-          "H = 32), μPC ends more than 20 points above PC, every PC cell trained (not the notebook's 10 % fill); "
+          "ReLU ResNets (F18 draws ReLU): at every depth where the paper says standard PC fails (from H = 64), μPC "
+          "ends more than 20 points above PC, every PC cell trained (not the notebook's 10 % fill); "
           "where both train, the paper shows them level and claims no order.",
           (PC_MEASURED_F18, (fam("F18"), "fig1_final_acc")),
           partial(on_measured, check=partial(ahead_where_pc_fails, margin=20.0)), figures=("F18",),
@@ -415,6 +442,20 @@ CLAIMS = (
           (PC_MEASURED_F20, (fam("F20"), "final_acc")),
           partial(on_measured, check=partial(last_by_depth, act="linear", direction="down")), figures=("F20",),
           kind=FINDING),
+    Claim("sp_linear_fails_from_32_layers", "F20 (best_test_accs_depth_SP; spec §8.1: the notebook's chance rule)",
+          "Standard PC with skips, linear, every cell trained: it trains below 32 layers (at least 20 %, 10 points "
+          "above chance) and stays within 5 points of chance from H = 32 on, where the notebook draws it at chance "
+          "(an untrained sweep, at chance everywhere, fails the first half).",
+          (PC_MEASURED_F20, (fam("F20"), "final_acc")),
+          partial(on_measured, check=partial(fails_where_the_paper_says, act="linear", level=TRAINS, most=15.0)),
+          figures=("F20",), fails_on={"smoke": "smoke's S12 stops at H = 8, where linear PC trains"}, kind=FINDING),
+    Claim("sp_tanh_trains_to_128_layers", "F20 (best_test_accs_depth_SP; table 5.3's tanh cells)",
+          "Standard PC with skips, tanh, trains at every depth up to the deepest (the paper: to H = 128, where the "
+          "notebook's table 5.3 gives tanh its lrs and its figure draws tanh trained): at least 20 % (10 points above "
+          "chance; the paper prints no level for these cells) in every cell.",
+          (PC_MEASURED_F20, (fam("F20"), "final_acc")),
+          partial(on_measured, check=partial(trains_at_every_depth, act="tanh", level=TRAINS)),
+          figures=("F20",), kind=FINDING),
     Claim("bp_trains", "F21 (bp_results best_test_accs)",
           "BP with Depth-μP trains every activation to the paper's level: at its best lr at least 80 % on MNIST "
           "and 75 % on Fashion-MNIST (the paper's BP curves: ≈ 90 %+ and the high 80s, spec §8.1).",

@@ -1,4 +1,6 @@
-"""The training probes as the H100 asked for them: the real stack's shape, replayed where the trainer replays."""
+"""The training probes as the H100 asked for them: the real stack's shape, replayed where graphs are on."""
+
+import dataclasses
 
 from pipeline.config import load_section, read_tree
 from pipeline.paths import repo_root
@@ -14,14 +16,15 @@ def test_cuda_scales_the_runs_per_stack_before_the_layers():
     assert probe.scaled(flops, 128, 128, 64, 2e12) == (16, 16, 64)  # the CPU's order: layers first
 
 
-def test_the_work_says_whether_the_trainer_would_replay_a_graph():
+def test_the_work_says_whether_the_probe_replays_a_graph():
     cfg = load_section(TrainingParams, read_tree(repo_root()), "mupc_training", "headline")
     shapes = {}
     for unit in ("S6", "S10", "S13"):
         group = stack_groups(expand(cfg, unit), cfg.max_stack)[0]
         shapes[unit] = group_work(cfg, group, "float32", "cuda")[0].shape
-    assert shapes["S6"]["graphs"] is True and shapes["S10"]["graphs"] is True  # 1 and 3 runs: 0.36, 1.07 GB a step
-    assert shapes["S13"]["graphs"] is False  # 9 runs at 512:128:128: bandwidth-bound
+    assert {u: shapes[u]["graphs"] for u in shapes} == {"S6": True, "S10": True, "S13": True}
+    off = dataclasses.replace(cfg, cuda_graphs=False)
+    assert group_work(off, stack_groups(expand(cfg, "S6"), 1)[0], "float32", "cuda")[0].shape["graphs"] is False
     assert "graphs" not in group_work(cfg, stack_groups(expand(cfg, "S6"), 1)[0], "float32", "cpu")[0].shape
 
 

@@ -177,10 +177,11 @@ def group_work(cfg: TrainingParams, group: Sequence[RunConfig], prec: str, devic
     else:
         shape = {"N": rc.N, "H": rc.H, "T": rc.T, "runs": R, "act_optim": rc.act_optim,
                  "front": not rc.activity_decay, "precision": prec, "threads": threads}
-        if device.startswith("cuda"):  # the probe times the iteration as the trainer runs it: replayed or eager
-            size = 8 if prec == "float64" else 4
-            shape["graphs"] = cfg.cuda_graphs and graphs_skipped(rc.N, rc.H, rc.T, rc.act, R, rc.batch_size,
-                                                                 size) is None
+        if device.startswith("cuda"):
+            # the probe replays its iteration from a graph where graphs are on: a stack the trainer replays runs
+            # so, and one it trains eagerly (bandwidth-bound) runs at about its replayed rate, which a scaled-down
+            # stand-in shows only when replayed (eager, its launches would show instead)
+            shape["graphs"] = cfg.cuda_graphs
         out = [Work(f"pc N={rc.N} H={rc.H} T={rc.T}{'' if shape['front'] else ' (decay)'}, {R} runs per group",
                     "pc_step", shape, sum(f[0] for f in flops))]
     hess = sum(f[1] for f in flops)

@@ -6,10 +6,12 @@ it with the FLOPs it computes (counted as ``cost.py`` counts them); the planner 
 128 executes ≈ 5·10¹¹ FLOPs per iteration): T is halved towards H (steps beyond the front all cost the
 same), then H and T together down to 8 layers, then the runs per stack, then H again. On CUDA the runs per
 stack go first (the budget there holds a whole 128-layer iteration of a few runs), and the iteration is
-replayed from a CUDA graph where the trainer would capture one (``graphs`` in the work's shape): an eager
-iteration of a 32-layer stand-in ran ≈ 6× slower per FLOP on an H100 than the 128-layer graph it stood for
-(the plan then said 5 min 45 s for a sweep that trained in 52 s). The estimate extrapolates the scaled step's
-seconds per FLOP to the real shape, N kept (so the products keep their size).
+replayed from a CUDA graph where graphs are on (``graphs`` in the work's shape): an eager iteration of a
+32-layer stand-in ran ≈ 6× slower per FLOP on an H100 than the 128-layer graph it stood for (the plan then
+said 5 min 45 s for a sweep that trained in 52 s), and a large stack the trainer runs eagerly is bound by
+bandwidth, where eager and replayed rates agree (1.01–1.04×) but its few-run stand-in's are not. The
+estimate extrapolates the scaled step's seconds per FLOP to the real shape, N kept (so the products keep
+their size).
 """
 
 from __future__ import annotations

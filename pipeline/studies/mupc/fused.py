@@ -72,6 +72,18 @@ def _dphi(x, ACT: tl.constexpr, INTERP: tl.constexpr):
 
 
 @triton.jit
+def _mac(acc, a, b, F64: tl.constexpr, PREC: tl.constexpr):
+    """``acc + a @ b`` over one K tile. float32: ``tl.dot`` (tensor cores, TF32 where ``PREC`` says). float64: the
+    broadcast product summed over K, which every Triton accepts (3.6 and 3.7 assert in ``tl.dot`` on a float64
+    accumulator, their ``out_dtype`` defaulting to float32; float64 is the route's exactness check, not its fast
+    path)."""
+    if F64:
+        return acc + tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+    else:
+        return tl.dot(a, b, acc=acc, input_precision=PREC, out_dtype=tl.float32)
+
+
+@triton.jit
 def _predict_error_kernel(X, W, Y, E, Bn, M, K, s, a,
                           sxp, sxb, sxk, swp, swm, swk, syp, syb, sym, sep, seb, sem,
                           ERROR: tl.constexpr, ACT: tl.constexpr, HAS_S: tl.constexpr, F64: tl.constexpr,
@@ -88,7 +100,7 @@ def _predict_error_kernel(X, W, Y, E, Bn, M, K, s, a,
                     mask=(ob[:, None] < Bn) & (kk[None, :] < K), other=0.0)
         w = tl.load(W + p * swp + kk[:, None] * swk + om[None, :] * swm,
                     mask=(kk[:, None] < K) & (om[None, :] < M), other=0.0)
-        acc = tl.dot(_phi(x, ACT, INTERP), w, acc=acc, input_precision=PREC)
+        acc = _mac(acc, _phi(x, ACT, INTERP), w, F64, PREC)
     mask = (ob[:, None] < Bn) & (om[None, :] < M)
     mu = a * acc
     if HAS_S:
@@ -116,7 +128,7 @@ def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s, a, decay, 
                      mask=(ob[:, None] < Bn) & (kk[None, :] < K), other=0.0)
         w = tl.load(W + p * swp + kk[:, None] * swk + on[None, :] * swn,
                     mask=(kk[:, None] < K) & (on[None, :] < N), other=0.0)
-        acc = tl.dot(en, w, acc=acc, input_precision=PREC)
+        acc = _mac(acc, en, w, F64, PREC)
     mask = (ob[:, None] < Bn) & (on[None, :] < N)
     z_ptr = Z + p * szp + ob[:, None] * szb + on[None, :] * szn
     z = tl.load(z_ptr, mask=mask, other=0.0)
@@ -147,6 +159,11 @@ def _block(n: int, most: int) -> int:
     return max(16, min(most, triton.next_power_of_2(n)))
 
 
+def _block_k(K: int, dtype: torch.dtype) -> int:
+    """The K tile: 32 for ``tl.dot``; 8 in float64, whose [B, K, M] broadcast product is held whole."""
+    return _block(K, 32) if dtype != torch.float64 else min(8, triton.next_power_of_2(K))
+
+
 def _prec(dtype: torch.dtype, tf32: bool) -> str:
     return "tf32" if tf32 and dtype == torch.float32 else "ieee"
 
@@ -163,7 +180,7 @@ def predict_error(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor | None, e: t
     then repeat)."""
     P, B, K = x.shape
     M = w.shape[1]
-    BB, BM, BK = _block(B, 64), _block(M, 64), _block(K, 32)
+    BB, BM, BK = _block(B, 64), _block(M, 64), _block_k(K, x.dtype)
     grid = (P, triton.cdiv(B, BB), triton.cdiv(M, BM))
     yy = e if y is None else y
     _predict_error_kernel[grid](x, w, yy, e, B, M, K, float(s), float(a), *x.stride(), *w.stride(), *yy.stride(),
@@ -181,7 +198,7 @@ def grad_step(e_next: torch.Tensor, w: torch.Tensor, e_self: torch.Tensor, z: to
     undivided)."""
     P, B, N = z.shape
     K = e_next.shape[2]
-    BB, BN, BK = _block(B, 64), _block(N, 64), _block(K, 32)
+    BB, BN, BK = _block(B, 64), _block(N, 64), _block_k(K, z.dtype)
     grid = (P, triton.cdiv(B, BB), triton.cdiv(N, BN))
     per_run = isinstance(lr, torch.Tensor)
     b1, b2, eps = 0.9, 0.999, 1e-8

@@ -4,7 +4,7 @@ counts, errors and weight gradients over whole training iterations (float64 to 1
 round-off), linear/tanh/relu, with and without skips, SP and μPC, GD and Adam, the front below, at and above
 H, activity decay and activities off the feed-forward point; the route refused where it cannot run; no host
 read in its step loop; the learning rate read from the device on every call (a graph replays new values).
-Skipped where Triton is not installed (it is in the CUDA lock)."""
+Skipped where Triton is not installed (both locks pin it, on Linux)."""
 
 from __future__ import annotations
 

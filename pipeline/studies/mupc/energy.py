@@ -603,7 +603,7 @@ def check_route(route: str, device: str | torch.device, front: bool = True) -> N
     try:
         import triton  # noqa: F401
     except ImportError as e:
-        raise ValueError("engine route 'fused' needs Triton (in the CUDA lock), which is not installed") from e
+        raise ValueError("engine route 'fused' needs Triton (both locks pin it, Linux only): not installed") from e
     if not str(device).startswith("cuda") and os.environ.get("TRITON_INTERPRET", "0") != "1":
         raise ValueError(f"engine route 'fused' runs on CUDA (or under TRITON_INTERPRET=1), not on {device}")
     if not front:

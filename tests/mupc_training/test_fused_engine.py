@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton reads it: run the kernels on the CPU
-
 import pytest
 import torch
+
+# Before fused.py is imported (its kernels are decorated then, and INTERPRETED read): the kernels run on the CPU
+# under Triton's interpreter, so `make test` runs them with no variable set by hand. Not where torch sees CUDA:
+# there the process's other Triton kernels (inductor's) would be interpreted too, and these tests skip.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 pytest.importorskip("triton")
 
@@ -24,7 +28,7 @@ from tests.host_reads import count_host_reads
 from tests.mupc_training.test_layer_batched_engine import setup
 
 F64 = torch.float64
-pytestmark = pytest.mark.skipif(not fused.INTERPRETED, reason="TRITON_INTERPRET was not 1 when Triton loaded")
+pytestmark = pytest.mark.skipif(not fused.INTERPRETED, reason="TRITON_INTERPRET was not 1 when fused.py loaded")
 
 
 def _iterations(route, act, skips, param, R, H, T, optim, decay, dtype, iters=2, start=None):

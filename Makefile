@@ -57,7 +57,8 @@ system-packages:
 
 # The environment is part of what is reproducible: each lock pins every package with its hashes,
 # requirements.lock with the CPU torch, requirements-cuda.lock with PyPI's CUDA torch and its nvidia-*
-# and triton wheels; set-up installs exactly $(LOCK) with uv. pyproject.toml keeps the ranges;
+# wheels (both pin the triton the CUDA torch pins: the CPU build runs the fused route's kernels under Triton's
+# interpreter); set-up installs exactly $(LOCK) with uv. pyproject.toml keeps the ranges;
 # `make lock` re-resolves them into both locks (commit all three).
 UV_VERSION := 0.13.9
 UV := $(BIN)/uv

@@ -3,6 +3,8 @@
     python3 benchmarks/pc_gpu.py            # quick: three shapes, stacks 1/8/64 (sized for about 2 minutes)
     python3 benchmarks/pc_gpu.py --paper    # the paper's shapes and stacks 1/8/32/64 (several minutes)
     python3 benchmarks/pc_gpu.py --shapes 512:8:8 --stacks 1 8 --target 0.2 --no-float64   # one look
+    python3 benchmarks/pc_gpu.py --shapes 512:128:128 --stacks 64 --tf32 on --no-float64 --graph-max-stack 8 \
+        --engine standard fused     # the engine's two routes side by side, in one run
 
 Needs torch and numpy only (the engine's modules; nothing of DVC, MLflow or plotting). Without CUDA it says
 so and exits 0.
@@ -34,6 +36,10 @@ sweeps' shapes, S1–S5 and S9) the same way. Columns:
 
 ``--graph-max-stack R`` times stacks above R eagerly only (no capture): the capture of a deep 64-run stack
 costs a minute for nothing.
+
+``--engine standard fused`` times each setting on both routes of the engine (``energy.PCEngine``: torch
+kernels, or the Triton kernels of ``mupc/fused.py``), one row each, the ``GB/it`` of each route by its own
+count (``iteration_bytes(..., route="fused")``); the default is the standard route alone.
 
 At the end: the paper profile's PC training estimated from these rates (each stacked group of the paper
 profile at the rate of the nearest measured shape and the largest measured stack not above its size, in
@@ -151,6 +157,7 @@ class Row:
     T: int
     R: int
     precision: str  # float32 | tf32 | float64
+    engine: str = "standard"  # the engine's route: standard | fused
     setup_s: float = math.nan
     capture_s: float = math.nan
     eager_its: float = math.nan  # iterations per second summed over the runs
@@ -182,9 +189,10 @@ def steady(it: GroupIteration, orders: torch.Tensor, target: float) -> float:
 
 
 @torch.no_grad()
-def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: float, graphs: bool = True
-                ) -> list[Row]:
-    """One group set up once; per precision: eager, then (``graphs``) capture + check, then the replay."""
+def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: float, graphs: bool = True,
+                engine: str = "standard") -> list[Row]:
+    """One group set up once on the engine's route ``engine``; per precision: eager, then (``graphs``) capture +
+    check, then the replay."""
     dtype = torch.float64 if precisions == ["float64"] else torch.float32
     spec = NetSpec(D=D, N=N, H=H, d_y=D_Y, act="relu", skips=True, param="mupc", init="standard_gauss")
     g = torch.Generator(device=DEVICE).manual_seed(0)
@@ -195,13 +203,13 @@ def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: f
     t = time.perf_counter()
     w0 = init_weights(spec, list(range(R)), dtype=dtype, device=DEVICE)
     it = GroupIteration(spec, w0, B, InferenceConfig(steps=T), EnergyTerms(), [0.1] * R, [1e-3] * R, x, y, DEVICE,
-                        dtype)
+                        dtype, engine)
     del w0
     sync()
     setup = time.perf_counter() - t
     rows = []
     for prec in precisions:
-        row = Row(N, H, T, R, prec, setup_s=setup)
+        row = Row(N, H, T, R, prec, engine, setup_s=setup)
         set_matmul_precision(DEVICE, prec)
         it.replay, it.outputs = None, None
         row.eager_its = R * steady(it, orders, target)
@@ -289,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peak-n", type=int, default=8192, help="matrix size of the peak measurement")
     ap.add_argument("--graph-max-stack", type=int, default=None,
                     help="capture CUDA graphs only for stacks of at most this many runs (default: every stack)")
+    ap.add_argument("--engine", nargs="+", choices=["standard", "fused"], default=["standard"],
+                    help="the engine's routes to time, one row each (fused: Triton kernels)")
     ap.add_argument("--json", type=Path, help="also write every row and the peaks to this JSON file")
     a = ap.parse_args(argv)
     a.shapes = a.shapes or (PAPER_SHAPES if a.paper else QUICK_SHAPES)
@@ -312,39 +322,44 @@ def main(argv: list[str] | None = None) -> int:
         """GB per stack iteration by the engine's count, the TB/s it reaches at the best rate, its share of the
         copy bandwidth and the memory floor's share (floor time at the copy bandwidth over the measured time)."""
         size = 8 if r.precision == "float64" else 4
-        engine = nbytes(r.N, r.H, r.T, "relu", r.R, B, size, "engine")
+        engine = nbytes(r.N, r.H, r.T, "relu", r.R, B, size, "fused" if r.engine == "fused" else "engine")
         floor = nbytes(r.N, r.H, r.T, "relu", r.R, B, size, "floor")
         per_s = r.best_its() / r.R  # stack iterations per second
         return {"gb_per_it": engine / 1e9, "tb_per_s": engine * per_s / 1e12,
                 "pct_bandwidth": 100 * engine * per_s / bw, "pct_floor": 100 * floor * per_s / bw}
     precs = {"both": ["float32", "tf32"], "on": ["tf32"], "off": ["float32"]}[a.tf32]
-    plan = [(s, R, precs) for s in a.shapes for R in a.stacks]
+    plan = [(s, R, precs, e) for s in a.shapes for R in a.stacks for e in a.engine]
     if not a.no_float64:
-        plan += [(s, R, ["float64"]) for s in (a.float64 or []) for R in a.float64_stacks]
-    hdr = (f"{'N':>4} {'H':>3} {'T':>3} {'R':>3} {'prec':>7} | {'setup s':>7} {'capture s':>9} | {'eager it/s':>10} "
+        plan += [(s, R, ["float64"], e) for s in (a.float64 or []) for R in a.float64_stacks for e in a.engine]
+    hdr = (f"{'N':>4} {'H':>3} {'T':>3} {'R':>3} {'prec':>7} {'engine':>8} | {'setup s':>7} {'capture s':>9} | "
+           f"{'eager it/s':>10} "
            f"{'graph it/s':>10} {'graph/eager':>11} | {'TFLOP/s':>7} {'%peak':>5} | {'GB/it':>7} {'TB/s':>5} "
            f"{'%bw':>4} {'%floor':>6} | note")
     print(hdr)
     rows: list[Row] = []
-    for shape, R, ps in plan:
+    for shape, R, ps, eng in plan:
         N, H, T = (int(v) for v in shape.split(":"))
         try:
-            got = bench_group(N, H, T, R, ps, a.target, a.graph_max_stack is None or a.graph_max_stack >= R)
+            got = bench_group(N, H, T, R, ps, a.target, a.graph_max_stack is None or a.graph_max_stack >= R, eng)
         except torch.OutOfMemoryError:
-            got = [Row(N, H, T, R, p, note="out of memory") for p in ps]
+            got = [Row(N, H, T, R, p, eng, note="out of memory") for p in ps]
         except Exception as exc:  # one failing setting is a finding, not the end of the measurement
             why = (str(exc).strip().splitlines() or [""])[0][:200]
-            got = [Row(N, H, T, R, p, note=f"failed: {type(exc).__name__}: {why}") for p in ps]
+            got = [Row(N, H, T, R, p, eng, note=f"failed: {type(exc).__name__}: {why}") for p in ps]
         torch.cuda.empty_cache()
         for r in got:
             rows.append(r)
             tf = r.best_its() * flops(N, H, T)[1] / 1e12
             m = traffic(r)
-            print(f"{N:>4} {H:>3} {T:>3} {R:>3} {r.precision:>7} | {r.setup_s:>7.2f} {r.capture_s:>9.2f} | "
+            print(f"{N:>4} {H:>3} {T:>3} {R:>3} {r.precision:>7} {r.engine:>8} | {r.setup_s:>7.2f} "
+                  f"{r.capture_s:>9.2f} | "
                   f"{r.eager_its:>10.1f} {r.graph_its:>10.1f} {r.graph_its / r.eager_its:>10.2f}x | "
                   f"{tf:>7.2f} {100 * tf * 1e12 / peak[r.precision]:>5.1f} | {m['gb_per_it']:>7.1f} "
                   f"{m['tb_per_s']:>5.2f} {m['pct_bandwidth']:>4.0f} {m['pct_floor']:>6.1f} | {r.note}", flush=True)
-    estimate = paper_estimate(rows, flops)
+    estimate = []
+    for eng in a.engine:
+        lines = paper_estimate([r for r in rows if r.engine == eng], flops)
+        estimate += [f"[{eng}] {lines[0]}", *lines[1:]] if len(a.engine) > 1 else lines
     for line in estimate:
         print(line)
     took = time.perf_counter() - t_start

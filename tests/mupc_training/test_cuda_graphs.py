@@ -223,6 +223,39 @@ def test_the_params_key(monkeypatch):
     assert training_cfg(raw).cuda_graphs is False
 
 
+def test_the_engine_key_and_its_record(monkeypatch):
+    """``engine``: standard by default in every profile, a DVC params dependency, checked, passed to the engine
+    and recorded by every run."""
+    for profile in ("smoke", "gpu_medium", "paper"):
+        assert training_cfg(profile=profile).engine == "standard"
+    cfg = training_cfg()
+    assert "engine" in train_keys(cfg, cfg.sweep_ids[0])
+    raw = copy.deepcopy(raw_section())
+    raw["engine"] = "turbo"
+    with pytest.raises(ConfigError, match=re.escape("mupc_training.engine = 'turbo' is not allowed")):
+        training_cfg(raw)
+    raw["engine"] = "fused"
+    assert training_cfg(raw).engine == "fused"
+    routes = []
+    real = tr.GroupIteration
+
+    def spy(*a, **kw):
+        routes.append(a[-1] if len(a) > 11 else kw.get("route", "standard"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(tr, "GroupIteration", spy)
+    rc = RunConfig(dataset="mnist", N=8, H=3, act="tanh", skips=True, init="standard_gauss", param="mupc", T=3,
+                   act_optim="gd", act_lr=0.1, param_lr=1e-3, activity_decay=0.0, epochs=1, test_every=2, seed=0)
+    data = tr.DataSet(torch.randn(128, 12), torch.eye(10)[torch.arange(128) % 10], torch.randn(64, 12),
+                      torch.eye(10)[torch.arange(64) % 10])
+    data = tr.DataSet(*(t.double() for t in (data.x_train, data.y_train, data.x_test, data.y_test)))
+    res = tr.train_group([rc], data, "cpu", torch.float64, engine="standard")
+    assert routes == ["standard"] and res[0].extra["engine"] == "standard"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # the CPU without Triton's interpreter: refused, clearly
+    with pytest.raises(ValueError, match="engine route 'fused'"):
+        tr.train_group([rc], data, "cpu", torch.float64, engine="fused")
+
+
 def test_compare_tolerance():
     a = torch.linspace(-1, 1, 101, dtype=torch.float32)
     assert compare({"w": a}, {"w": a.clone()}) is None

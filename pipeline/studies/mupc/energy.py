@@ -253,8 +253,9 @@ class PCEngine:
     """
 
     def __init__(self, spec: NetSpec, R: int, B: int, cfg: InferenceConfig, *, dtype: torch.dtype = torch.float32,
-                 device: str | torch.device = "cpu", front: bool = True):
-        self.spec, self.R, self.B, self.cfg = spec, R, B, cfg
+                 device: str | torch.device = "cpu", front: bool = True, route: str = "standard"):
+        check_route(route, device, front)
+        self.spec, self.R, self.B, self.cfg, self.route = spec, R, B, cfg, route
         self.m = multipliers(spec)
         H, N = spec.H, spec.N
         shape = (H, R, B, N)
@@ -279,6 +280,14 @@ class PCEngine:
         self.z_layers, self.P_layers, self.E0 = self.z.unbind(0), self.P.unbind(0), self.E[0]
         self.v_last = {k: t[-1] for k, t in self._bufs().items()}
         self._views: dict[int, dict[str, torch.Tensor]] = {}  # per front size: made once, reused every step
+        self._partials: torch.Tensor | None = None  # the fused route's Σ G² per (layer, run) row and tile
+        if route == "fused":
+            from pipeline.device import matmul_precision
+            from pipeline.studies.mupc import fused
+
+            self._fused = fused
+            self._tf32 = matmul_precision(str(device)) == "tf32"  # as the engine's torch products compute
+            self._partials = buf(H * R, fused.tiles(B, N))
 
     def _bufs(self) -> dict[str, torch.Tensor]:
         out = {"z": self.z, "E": self.E, "T": self.T, "G": self.G, "P": self.P}
@@ -327,7 +336,8 @@ class PCEngine:
 
     def buffers(self) -> list[torch.Tensor]:
         """Every buffer an iteration writes (to save and restore an iteration's starting state)."""
-        return [*self._bufs().values(), self.mu1, self.eps_out, self.gnorm, self._layer_norms]
+        extra = [] if self._partials is None else [self._partials]
+        return [*self._bufs().values(), self.mu1, self.eps_out, self.gnorm, self._layer_norms, *extra]
 
     def runs_view(self, t: torch.Tensor) -> torch.Tensor:
         """A layer-major buffer [H, R, B, N] in the engine-wide layout [R, H, B, N] (a view)."""
@@ -352,7 +362,12 @@ class PCEngine:
         self.y = _runs(y, self.R)
         self._input_prediction(x)
         z[0].copy_(self.mu1)
-        for ell in range(1, s.H):
+        if self.route == "fused":  # μ as the route's errors form it (the kernel applies φ as it reads z)
+            R = self.R
+            for ell in range(1, s.H):
+                self._fused.predict_error(z[ell - 1], self.w_hid[(ell - 1) * R:ell * R], None, z[ell], s.act, m.s,
+                                          m.a_hid, self._tf32)
+        for ell in range(1, s.H if self.route == "standard" else 1):
             act_into(s.act, z[ell - 1], P[ell - 1], None)
             if m.s:
                 z[ell].copy_(z[ell - 1]) if m.s == 1.0 else torch.mul(z[ell - 1], m.s, out=z[ell])
@@ -384,6 +399,8 @@ class PCEngine:
         k = self.reached if k is None else k
         v = self._top(k)
         act_into(self.spec.act, v["top:z"], v["top:P"], v["top:D"] if self.D is not None else None)
+        if self.route == "fused":  # μ as the route's feed-forward pass formed it (exact zeros where nothing moved)
+            return self._fused_errors(k)
         if k >= H:
             torch.sub(self.z_layers[0], self.mu1, out=self.E0)
         if "wt" in v:  # μ_ℓ exactly as the feed-forward pass forms it
@@ -431,6 +448,8 @@ class PCEngine:
 
     def infer(self, lr: torch.Tensor | float) -> torch.Tensor:
         """T synchronous GD or Adam steps (fresh state) on the batch-mean energy; returns n_converged [R]."""
+        if self.route == "fused":
+            return self._infer_fused(lr)
         cfg, B, R, H = self.cfg, self.B, self.R, self.spec.H
         per_run = isinstance(lr, torch.Tensor)
         lr_v = lr.to(self.z.dtype).view(1, R, 1, 1) if per_run else lr
@@ -460,6 +479,62 @@ class PCEngine:
         self.reached = min(cfg.steps, H) if front else H
         self.at_feedforward = False
         return self.n_converged()
+
+    def _infer_fused(self, lr: torch.Tensor | float) -> torch.Tensor:
+        """:meth:`infer` on the fused route: per step the error kernel on the hidden and output products, then
+        the gradient-and-update kernel on the rows the step moves (:mod:`~pipeline.studies.mupc.fused`). The
+        same layers as the standard route (the inference front), the same numbers to float round-off; φ, φ',
+        T and G are not formed (the final :meth:`errors` forms φ and φ' for the weight gradients)."""
+        cfg, B, R, H = self.cfg, self.B, self.R, self.spec.H
+        adam = cfg.optim == "adam"
+        rate = lr.to(self.z.dtype).reshape(R) if isinstance(lr, torch.Tensor) else lr
+        rate = rate if adam else rate / B  # GD: the step on G = B·∂F/∂z, as the standard route's lr_b
+        if adam:
+            self.adam_m.zero_()
+            self.adam_v.zero_()
+        self._partials.zero_()
+        front = self.use_front and self.at_feedforward
+        for t in range(cfg.steps):
+            first = t == 0 and self.at_feedforward
+            k = min(t, H) if front else H
+            if not first:
+                self._fused_errors(k)
+            moved = 0 if first and front else min(k, H - 1)  # hidden rows below the top one that this step moves
+            self._fused_grad_step(moved, rate, t + 1 if adam else None)
+            torch.sum(self._partials.view(H, R, -1), dim=(0, 2), out=self.gnorm[t])
+            self.gnorm[t].sqrt_()
+        self.reached = min(cfg.steps, H) if front else H
+        self.at_feedforward = False
+        return self.n_converged()
+
+    def _fused_errors(self, k: int) -> None:
+        """The top ``k`` layers' errors ``E`` and ε_L at the current activities (:meth:`errors`' numbers, with
+        φ applied as the product reads z)."""
+        m, H, act, f = self.m, self.spec.H, self.spec.act, self._fused
+        if k >= H:
+            torch.sub(self.z_layers[0], self.mu1, out=self.E0)
+        c = min(k, H - 1)
+        if c:
+            v = self._top(k)
+            f.predict_error(v["flo:z"], v["w"], v["fhi:z"], v["fhi:E"], act, m.s, m.a_hid, self._tf32)
+        f.predict_error(self.v_last["z"], self.w_out, self.y, self.eps_out, act, 0.0, m.a_out, self._tf32)
+
+    def _fused_grad_step(self, c: int, rate: torch.Tensor | float, adam_t: int | None) -> None:
+        """The activity step on the top row and the ``c`` hidden rows below it: their gradient (Jᵀε through
+        the hidden weights, or W_L for the top row), its Σ G² partials, and the GD or Adam update."""
+        m, H, R, act, f = self.m, self.spec.H, self.R, self.spec.act, self._fused
+        decay = self.cfg.activity_decay
+        moments = self._bufs()
+        if c:
+            v = self._top(c)
+            lo = slice(H - 1 - c, H - 1)
+            adam = None if adam_t is None else (_flat(moments["m"][lo]), _flat(moments["v"][lo]), adam_t)
+            f.grad_step(v["fhi:E"], v["w"], v["flo:E"], v["flo:z"], self._partials[(H - 1 - c) * R:(H - 1) * R],
+                        act, m.s, m.a_hid, decay, rate, R, adam, self._tf32)
+        last = self.v_last
+        adam = None if adam_t is None else (last["m"], last["v"], adam_t)
+        f.grad_step(self.eps_out, self.w_out, last["E"], last["z"], self._partials[(H - 1) * R:], act, 0.0,
+                    m.a_out, decay, rate, R, adam, self._tf32)
 
     def _adam(self, t: int, lr: torch.Tensor | float, v: dict[str, torch.Tensor]) -> None:
         """The :class:`Adam` update on the activities, in place (g = G / B), operation for operation, on the
@@ -509,6 +584,35 @@ class PCEngine:
                 flat[flat.shape[0] - rows:].baddbmm_(v["fhi:E"].transpose(1, 2), v["flo:P"], beta=0.0,
                                                   alpha=-m.a_hid / B)
         g_out.baddbmm_(self.eps_out.transpose(1, 2), self.v_last["P"], beta=0.0, alpha=-m.a_out / B)
+
+
+ROUTES = ("standard", "fused")
+
+
+def check_route(route: str, device: str | torch.device, front: bool = True) -> None:
+    """Refuse an engine route this device cannot run: ``fused`` needs Triton and CUDA (or Triton's
+    interpreter, ``TRITON_INTERPRET=1``, on the CPU), and follows the inference front (its kernels form μ in
+    another order than the feed-forward pass, so a layer that has not moved gets round-off for an error, which
+    Adam would turn into full-size steps; ``front=False`` is the standard route's comparison path)."""
+    if route not in ROUTES:
+        raise ValueError(f"engine route {route!r} is not one of {', '.join(ROUTES)}")
+    if route == "standard":
+        return
+    import os
+
+    try:
+        import triton  # noqa: F401
+    except ImportError as e:
+        raise ValueError("engine route 'fused' needs Triton (both locks pin it, Linux only): not installed") from e
+    if not str(device).startswith("cuda") and os.environ.get("TRITON_INTERPRET", "0") != "1":
+        raise ValueError(f"engine route 'fused' runs on CUDA (or under TRITON_INTERPRET=1), not on {device}")
+    if not front:
+        raise ValueError("engine route 'fused' follows the inference front (front=False is the standard route's)")
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    """A layer-major slice [c, R, B, N] as the kernels' rows [c·R, B, N] (a view)."""
+    return t.reshape(-1, *t.shape[-2:])
 
 
 def add_regularisers(grads: list[torch.Tensor], params: list[torch.Tensor], terms: EnergyTerms) -> None:

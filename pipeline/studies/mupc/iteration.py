@@ -178,12 +178,13 @@ def _rewritten(engine: PCEngine) -> list[torch.Tensor]:
       ``zero_``) on every row the step then reads;
     - ``gnorm``: row t written at step t; :meth:`PCEngine.n_converged` reads rows 0…T-1;
     - ``_layer_norms``: zeroed at the start of inference following the front, else written whole each step;
-    - the inference Adam moments (``adam_m``/``adam_v``): zeroed at the start of inference.
+    - the inference Adam moments (``adam_m``/``adam_v``) and the fused route's norm partials: zeroed at the start
+      of inference.
 
     What the next iteration does read is the weights and Adam's state (:meth:`GroupIteration._state`)."""
     bufs = [engine.z, engine.E, engine.T, engine.G, engine.P, engine.mu1, engine.eps_out, engine.gnorm,
             engine._layer_norms]
-    return bufs + [t for t in (engine.D, engine.adam_m, engine.adam_v) if t is not None]
+    return bufs + [t for t in (engine.D, engine.adam_m, engine.adam_v, engine._partials) if t is not None]
 
 
 class GroupIteration:
@@ -195,7 +196,7 @@ class GroupIteration:
 
     def __init__(self, spec: NetSpec, w0: Weights, batch_size: int, inf_cfg: InferenceConfig, terms: EnergyTerms,
                  act_lrs: Sequence[float], param_lrs: Sequence[float], x_train: torch.Tensor, y_train: torch.Tensor,
-                 device: str | torch.device, dtype: torch.dtype):
+                 device: str | torch.device, dtype: torch.dtype, route: str = "standard"):
         R, B = w0.runs, batch_size
         self.R, self.B, self.x_train, self.y_train = R, B, x_train, y_train
         self.store = [w0.w_in.contiguous(), w0.w_hid.transpose(0, 1).contiguous(), w0.w_out.contiguous()]
@@ -210,7 +211,7 @@ class GroupIteration:
         self.x_buf = torch.empty(R * B, x_train.shape[1], dtype=x_train.dtype, device=device)
         self.y_buf = torch.empty(R * B, y_train.shape[1], dtype=y_train.dtype, device=device)
         self.x, self.y = self.x_buf.view(R, B, -1), self.y_buf.view(R, B, -1)
-        self.engine = PCEngine(spec, R, B, inf_cfg, dtype=dtype, device=device)
+        self.engine = PCEngine(spec, R, B, inf_cfg, dtype=dtype, device=device, route=route)
         self.engine.bind(self.w)
         self.replay: Callable[[], None] | None = None  # set by enable_graph when the check passes
         self.outputs: Outputs | None = None
@@ -271,13 +272,14 @@ class GroupIteration:
         is allocated, so the peak is this stack's weights and Adam moments plus the new stack, not two whole
         stacks (64 runs of 512:128:128 in float32 take ≈ 41 GB of an H100's 80)."""
         dev, dtype, spec, cfg = self.device, self.act_lr.dtype, self.engine.spec, self.engine.cfg
+        route = self.engine.route
         idx = torch.as_tensor(list(keep), dtype=torch.long, device=dev)
         self.replay = self.outputs = None
         del self.engine, self.grads
         store = [t.index_select(d, idx) for t, d in zip(self.store, self.run_dims)]  # in layout: no copy below
         new = GroupIteration(spec, Weights(store[0], store[1].transpose(0, 1), store[2]), self.B, cfg, self.terms,
                              [self.act_lrs[k] for k in keep], [self.opt.lrs[k] for k in keep], self.x_train,
-                             self.y_train, dev, dtype)
+                             self.y_train, dev, dtype, route)
         new.opt.carry(self.opt, idx)
         return new
 

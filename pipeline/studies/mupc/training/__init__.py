@@ -12,7 +12,7 @@ from pipeline.studies.mupc.training.families import FAMILIES
 
 # What every sweep reads besides its own grid (hessian_dense_max_n: only sweeps that monitor H_z;
 # dtype: only sweeps without a dtype of their own).
-TRAIN_KEYS = ("data", "allow_tf32", "threads", "max_stack", "cuda_graphs", "train_loss_log_every")
+TRAIN_KEYS = ("data", "allow_tf32", "threads", "max_stack", "cuda_graphs", "engine", "train_loss_log_every")
 RENDER_KEYS = ("figures.chance", "figures.selection")
 
 

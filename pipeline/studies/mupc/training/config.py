@@ -11,6 +11,7 @@ notebook's best-learning-rate tables of §5.3 and the chance cells of §5.4)::
       dtype: float32                          # sweeps without a dtype of their own
       allow_tf32: true                        # CUDA: float32 products in TF32 (false: full float32)
       cuda_graphs: true                       # CUDA: replay each group's iteration from a CUDA graph
+      engine: standard                        # the PC engine's inference step: standard | fused (CUDA, Triton)
       hessian_dense_max_n: {cpu: 1024, cuda: 1024}   # dense eigvalsh of H_z up to n = N·H, per device type
       sweeps:
         S1:
@@ -231,6 +232,10 @@ class TrainingParams:
     # CUDA only: capture each group's training iteration in a CUDA graph and replay it (checked against
     # eager first; eager where the check fails). Each run's config.json records whether its group used one
     cuda_graphs: bool = True
+    # the PC engine's inference step (energy.PCEngine's route): ``standard`` (torch kernels, every device) or
+    # ``fused`` (Triton kernels, CUDA only: fewer bytes per step, the same numbers to float round-off). Each
+    # run's config.json records the route it trained on
+    engine: Literal["standard", "fused"] = "standard"
     # dense eigvalsh of H_z up to this n = N·H, per device type (the stage picks its device's: for_device)
     hessian_dense_max_n: DenseMaxN = field(default_factory=lambda: DenseMaxN(cpu=1024, cuda=1024))
     train_loss_log_every: int = bounded(1, None, default=1)  # MLflow subsampling of train_loss

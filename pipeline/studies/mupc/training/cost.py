@@ -70,6 +70,11 @@ def iteration_flops(N: int, H: int, T: int, B: int = 64, D: int = D, d_y: int = 
 # μ_ℓ's copy 2, its ``baddbmm`` 3, ε = z − μ 3, ε_ℓ − s·ε_{ℓ+1} 3, Jᵀε's ``bmm`` 2, its ``addcmul`` 4, the norm 1,
 # the update 3; linear has no φ or φ' and accumulates Jᵀε into G (3 instead of 2 + 4).
 ENGINE_ACTIVITY_PASSES = {"relu": 25, "tanh": 25, "linear": 18}
+# The fused route (``energy.PCEngine(route="fused")``, ``mupc/fused.py``), GD, with skips (without: 7): the error
+# kernel reads z_{ℓ−1} (the product's operand, φ applied as it loads; its skip term 1 more), z_ℓ and writes ε_ℓ
+# (4); the gradient kernel reads ε_{ℓ+1} (the operand; its skip term 1 more), ε_ℓ and z_ℓ and writes z_ℓ (5); the
+# norm partials are a few numbers per tile. Adam reads and writes its two moments besides (+4). Any activation.
+FUSED_ACTIVITY_PASSES = 9
 FLOOR_ACTIVITY_PASSES = 2  # read z, write z: every other activity-sized value can live in registers
 ENGINE_WEIGHT_READS, FLOOR_WEIGHT_READS = 2, 1  # both products of a step: two reads today, one at the floor
 # The iteration's other weight-sized passes (feed-forward 1, the final errors 1, the weight gradient 1 written,
@@ -81,15 +86,18 @@ def iteration_bytes(N: int, H: int, T: int, act: str, R: int = 1, B: int = 64, i
                     route: str = "engine") -> float:
     """Bytes that one PC training iteration of a stack of ``R`` runs moves to and from device memory, the
     hidden layers' terms (input and read-out layers left out: < 1 % at N = 512): ``route`` ``engine`` as
-    :class:`~pipeline.studies.mupc.energy.PCEngine` does it, or ``floor``, each weight read once and each
+    :class:`~pipeline.studies.mupc.energy.PCEngine` does it, ``fused`` as its fused route does (each weight read
+    twice per step still, the element-wise work in the products' kernels), or ``floor``, each weight read once and each
     activity read and written once per inference step. Both follow the inference front (step t touches the
     top min(t, H − 1) hidden products and min(t + 1, H) activity rows), as the engine does from the
     feed-forward point; the rest of the iteration (:data:`OTHER_WEIGHT_PASSES`) is the same on both sides.
     A model for ``benchmarks/pc_gpu.py``'s bandwidth columns, not a measurement."""
-    if route not in ("engine", "floor"):
-        raise ValueError(f"route {route!r} is not one of engine, floor")
-    w_reads, a_passes = ((ENGINE_WEIGHT_READS, ENGINE_ACTIVITY_PASSES[act]) if route == "engine"
-                         else (FLOOR_WEIGHT_READS, FLOOR_ACTIVITY_PASSES))
+    passes = {"engine": (ENGINE_WEIGHT_READS, ENGINE_ACTIVITY_PASSES[act]),
+              "fused": (ENGINE_WEIGHT_READS, FUSED_ACTIVITY_PASSES),
+              "floor": (FLOOR_WEIGHT_READS, FLOOR_ACTIVITY_PASSES)}
+    if route not in passes:
+        raise ValueError(f"route {route!r} is not one of {', '.join(passes)}")
+    w_reads, a_passes = passes[route]
     weight, rows = R * N * N * itemsize, R * B * N * itemsize
     steps = sum(w_reads * min(t, H - 1) * weight + a_passes * min(t + 1, H) * rows for t in range(T))
     return float(steps + OTHER_WEIGHT_PASSES * (H - 1) * weight)

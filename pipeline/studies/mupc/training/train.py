@@ -75,7 +75,7 @@ def child_run(unit: str, res: RunResult, extra: dict[str, Any], every: int,
     params = {**rc.as_params(), "key": rc.key(), "hash": rc.hash(), "sweep": unit,
               "data.n_train": extra["data"]["n_train"], "data.n_test": extra["data"]["n_test"],
               "device": extra["device"], "dtype": extra["dtype"], "allow_tf32": extra["allow_tf32"],
-              "precision": extra["precision"]}
+              "precision": extra["precision"], **({"engine": res.extra["engine"]} if "engine" in res.extra else {})}
     a = res.arrays
     te = rc.test_every
     series: dict[str, tuple[Any, Any]] = {}
@@ -135,6 +135,7 @@ class GroupTask:
     threads: int
     precision: str = "float32"  # float64 | float32 | tf32 (sweeps.precision)
     cuda_graphs: bool = True  # CUDA: replay the iteration from a CUDA graph (trainer.train_pc_group)
+    engine: str = "standard"  # the PC engine's route: standard | fused (energy.PCEngine)
 
 
 _DATA: dict[tuple[Any, ...], DataSet] = {}  # per process: the datasets its groups have loaded
@@ -160,7 +161,7 @@ def train_task(task: GroupTask) -> tuple[list[RunResult], float, float]:
     if key not in _DATA:
         _DATA[key] = load_dataset(ds, task.n_train, task.n_test, task.device, DTYPES[task.dtype])
     results = train_group(list(task.runs), _DATA[key], task.device, DTYPES[task.dtype], task.hessian_dense_max_n,
-                          cuda_graphs=task.cuda_graphs)
+                          cuda_graphs=task.cuda_graphs, engine=task.engine)
     return results, t0, time.time()
 
 
@@ -184,7 +185,7 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     # only a sweep that monitors H_z reads (and declares) the dense crossover (its device's); the others never use it
     dense_max_n = cfg.hessian_dense_max_n.for_device(str(device)) if cfg.sweeps[unit].metrics == "hessian" else 0
     tasks = [GroupTask(tuple(group), cfg.data.n_train, cfg.data.n_test, str(device), dtype,
-                       dense_max_n, cfg.threads, prec, cfg.cuda_graphs) for group in groups]
+                       dense_max_n, cfg.threads, prec, cfg.cuda_graphs, cfg.engine) for group in groups]
     trained: list[str] = []
     graphs_off: set[str] = set()  # why groups trained without CUDA graphs: each reason said once
     # each stacked group is one task: in this process, or a Ray task (TRAINSCAPE_EXECUTOR=ray)

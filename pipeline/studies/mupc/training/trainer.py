@@ -303,7 +303,7 @@ def _record(arr: torch.Tensor, i: int, cols: torch.Tensor, values: torch.Tensor)
 
 def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
                    dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = hessian_monitor.DENSE_CROSSOVER_N,
-                   cuda_graphs: bool = True) -> list[RunResult]:
+                   cuda_graphs: bool = True, engine: str = "standard") -> list[RunResult]:
     """Train a stackable group of PC runs together; one RunResult per run (order kept).
 
     The iteration runs on :class:`~pipeline.studies.mupc.iteration.GroupIteration`'s static buffers; the
@@ -313,7 +313,8 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     With ``cuda_graphs`` on a CUDA device the iteration is captured and replayed, captured again after
     each shedding (after the check of :meth:`~pipeline.studies.mupc.iteration.GroupIteration.enable_graph`;
     where it fails the group trains eagerly from there on); each run records ``cuda_graphs``: whether it
-    trained on graphs throughout (``cuda_graphs_off``: why not)."""
+    trained on graphs throughout (``cuda_graphs_off``: why not). ``engine``: the engine's route (``standard`` or
+    ``fused``, :class:`~pipeline.studies.mupc.energy.PCEngine`), recorded by each run."""
     t0 = time.time()
     rc0 = runs[0]
     spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
@@ -324,7 +325,7 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     inf_cfg = InferenceConfig(steps=rc0.T, optim=rc0.act_optim, activity_decay=rc0.activity_decay)
     terms = EnergyTerms(rc0.activity_decay, rc0.weight_decay, rc0.spectral_penalty)
     it = GroupIteration(spec, w0, B, inf_cfg, terms, [rc.act_lr for rc in runs], [rc.param_lr for rc in runs],
-                        data.x_train, data.y_train, device, dtype)
+                        data.x_train, data.y_train, device, dtype, engine)
     del w0
     hess = rc0.metrics == "hessian"
     book = _Book(runs, n_iters, hess)
@@ -376,6 +377,7 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     results = book.results(losses, n_conv, time.time() - t0)
     for r, res in enumerate(results):
         res.extra.update(notes.get(r) or _graph_note(graphs, graphs_off or skipped))
+        res.extra["engine"] = engine
     return results
 
 
@@ -505,7 +507,7 @@ def auto_layout(rc: RunConfig, R: int, device: str | torch.device) -> int:
 
 def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device,
                 dtype: torch.dtype = torch.float32, hessian_dense_max_n: int = hessian_monitor.DENSE_CROSSOVER_N,
-                layout: str = "auto", cuda_graphs: bool = True) -> list[RunResult]:
+                layout: str = "auto", cuda_graphs: bool = True, engine: str = "standard") -> list[RunResult]:
     """Train runs that share one stack key (see ``sweeps.stack_key``) together.
 
     ``layout`` (PC only): ``stacked`` trains the group as one stack, ``sequential`` run by run,
@@ -513,7 +515,7 @@ def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device
     :func:`auto_layout`, a fixed rule drawn from those measurements. A run's numbers can differ in the
     last float bits between stack sizes (batched products sum in another order), so the default must
     not depend on a timing: ``auto`` gives the same stacks on every rerun and every executor. Each run
-    records the choice in ``stack_layout``. ``cuda_graphs``: see :func:`train_pc_group` (CUDA only)."""
+    records the choice in ``stack_layout``. ``cuda_graphs``, ``engine``: see :func:`train_pc_group`."""
     if len({stack_key(rc) for rc in runs}) != 1:
         raise ValueError("train_group: runs differ in a shape/schedule field; split them with stack_groups")
     if runs[0].kind == "bp":
@@ -533,7 +535,7 @@ def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device
         size = 1 if layout == "sequential" else R
     out: list[RunResult] = []
     for i in range(0, R, size):
-        out += train_pc_group(runs[i:i + size], data, device, dtype, hessian_dense_max_n, cuda_graphs)
+        out += train_pc_group(runs[i:i + size], data, device, dtype, hessian_dense_max_n, cuda_graphs, engine)
     note = {"runs_per_stack": size, "layout": layout,
             "measured_steps_per_s": {str(k): round(v, 1) for k, v in rates.items()}}
     for res in out:

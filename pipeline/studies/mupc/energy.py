@@ -14,6 +14,8 @@ from typing import Literal
 
 import torch
 
+from pipeline.device import matmul_precision
+from pipeline.studies.mupc import fused
 from pipeline.studies.mupc.model import (
     Multipliers,
     NetSpec,
@@ -282,9 +284,6 @@ class PCEngine:
         self._views: dict[int, dict[str, torch.Tensor]] = {}  # per front size: made once, reused every step
         self._partials: torch.Tensor | None = None  # the fused route's Σ G² per (layer, run) row and tile
         if route == "fused":
-            from pipeline.device import matmul_precision
-            from pipeline.studies.mupc import fused
-
             self._fused = fused
             self._tf32 = matmul_precision(str(device)) == "tf32"  # as the engine's torch products compute
             self._partials = buf(H * R, fused.tiles(B, N))
@@ -524,15 +523,15 @@ class PCEngine:
         the hidden weights, or W_L for the top row), its Σ G² partials, and the GD or Adam update."""
         m, H, R, act, f = self.m, self.spec.H, self.R, self.spec.act, self._fused
         decay = self.cfg.activity_decay
-        moments = self._bufs()
+        moments, floor = self._bufs(), sqrt_floor(self.z.dtype, 1e-8)
         if c:
             v = self._top(c)
             lo = slice(H - 1 - c, H - 1)
-            adam = None if adam_t is None else (_flat(moments["m"][lo]), _flat(moments["v"][lo]), adam_t)
+            adam = None if adam_t is None else (_flat(moments["m"][lo]), _flat(moments["v"][lo]), adam_t, floor)
             f.grad_step(v["fhi:E"], v["w"], v["flo:E"], v["flo:z"], self._partials[(H - 1 - c) * R:(H - 1) * R],
                         act, m.s, m.a_hid, decay, rate, R, adam, self._tf32)
         last = self.v_last
-        adam = None if adam_t is None else (last["m"], last["v"], adam_t)
+        adam = None if adam_t is None else (last["m"], last["v"], adam_t, floor)
         f.grad_step(self.eps_out, self.w_out, last["E"], last["z"], self._partials[(H - 1) * R:], act, 0.0,
                     m.a_out, decay, rate, R, adam, self._tf32)
 

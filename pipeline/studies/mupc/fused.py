@@ -17,8 +17,8 @@ update are done on the product's tile before it is stored, so no φ, φ', μ, J�
 Both read their weights once per step; a single kernel reading each weight tile once for both products is not
 built (the transposed product needs every column of ε_{ℓ+1} before it can start). Launches take no host value
 that changes between iterations (learning rates are read from a device tensor), so a CUDA graph replays them.
-Runs on CUDA, or on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``, set before this module is
-imported), which is how the tests check it.
+Runs on CUDA, or on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``, which this module sets where
+torch sees no CUDA device, before Triton reads it), which is how the tests check it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,10 @@ from __future__ import annotations
 import os
 
 import torch
+
+if not torch.cuda.is_available():  # no GPU: the kernels can only run in Triton's interpreter (read at import)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 import triton
 import triton.language as tl
 
@@ -191,11 +195,11 @@ def predict_error(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor | None, e: t
 
 def grad_step(e_next: torch.Tensor, w: torch.Tensor, e_self: torch.Tensor, z: torch.Tensor, part: torch.Tensor,
               act: str, s: float, a: float, decay: float, lr: torch.Tensor | float, R: int,
-              adam: tuple[torch.Tensor, torch.Tensor, int] | None = None, tf32: bool = False) -> None:
+              adam: tuple[torch.Tensor, torch.Tensor, int, float] | None = None, tf32: bool = False) -> None:
     """One activity step on ``z`` [P, B, N] (rows layer-major, run ``p % R``): G = e_self − s·e_next − a·φ'(z)·
     (e_next w) (+ decay·z) with ``e_next`` [P, B, K], ``w`` [P, K, N]; ``part`` [P, tiles] gets Σ G² per tile;
-    then GD (``lr`` [R] or a float, already divided by B) or, with ``adam = (m, v, t)``, Adam on G / B (``lr``
-    undivided)."""
+    then GD (``lr`` [R] or a float, already divided by B) or, with ``adam = (m, v, t, floor)``, Adam on G / B
+    (``lr`` undivided; ``floor``: the engine's floor of v̂, ``energy.sqrt_floor``)."""
     P, B, N = z.shape
     K = e_next.shape[2]
     BB, BN, BK = _block(B, 64), _block(N, 64), _block_k(K, z.dtype)
@@ -206,9 +210,8 @@ def grad_step(e_next: torch.Tensor, w: torch.Tensor, e_self: torch.Tensor, z: to
         m = v = z
         c1 = c2 = floor = 1.0
     else:
-        from pipeline.studies.mupc.energy import sqrt_floor
-        m, v, t = adam
-        c1, c2, floor = 1 - b1**t, 1 - b2**t, sqrt_floor(z.dtype, eps)
+        m, v, t, floor = adam
+        c1, c2 = 1 - b1**t, 1 - b2**t
     _grad_step_kernel[grid](e_next, w, e_self, z, part, lr if per_run else z, m, v, B, N, K, R, float(s), float(a),
                             float(decay), 0.0 if per_run else float(lr), b1, b2, c1, c2, floor, eps, float(B),
                             *e_next.stride(), *w.stride(), *e_self.stride(), *z.stride(), *m.stride(),

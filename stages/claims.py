@@ -11,6 +11,8 @@ import sys
 from pipeline.claims import run, strict_from_env
 from pipeline.config import ConfigError, load_params
 from pipeline.contract import CLAIM_KINDS
+from pipeline.io import WriteError
+from pipeline.stage import WRITE_FAILED, write_failed_line
 from stages import finish
 
 
@@ -33,6 +35,9 @@ def main(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except WriteError as exc:  # a full disk: one line, not a traceback
+        print(write_failed_line("claims", exc, "dvc.yaml:claims", None), file=sys.stderr)
+        return WRITE_FAILED
 
 
 if __name__ == "__main__":

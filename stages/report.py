@@ -14,9 +14,10 @@ from typing import Any
 
 from pipeline import registry
 from pipeline.config import ConfigError, Params, load_params
-from pipeline.io import read_json, write_bytes, write_json
+from pipeline.io import WriteError, read_json, write_bytes, write_json
 from pipeline.paths import rel, repo_root, sidecar_path, stage_name, study_dir
 from pipeline.report import build_manifest, gallery_html, link_runs
+from pipeline.stage import WRITE_FAILED, write_failed_line
 from pipeline.tracking import run_map, sync, tracking_mode
 from pipeline.tracking.records import with_runs
 from stages import finish
@@ -64,8 +65,12 @@ def main(studies: list[str]) -> int:
     out = repo_root() / "reports"
     ledger_file = out / "claims.json"  # the claims stage's ledger, shown on top when present
     ledger = read_json(ledger_file) if ledger_file.exists() and not studies else None
-    write_json(out / "manifest.json", manifest)
-    write_bytes(out / "index.html", gallery_html(manifest, ledger=ledger).encode())
+    try:
+        write_json(out / "manifest.json", manifest)
+        write_bytes(out / "index.html", gallery_html(manifest, ledger=ledger).encode())
+    except WriteError as exc:  # a full disk: one line, not a traceback
+        print(write_failed_line("report", exc, "dvc.yaml:report", None), file=sys.stderr)
+        return WRITE_FAILED
     print(f"[report] {len(manifest['figures'])} figures -> reports/index.html, reports/manifest.json")
     return 0
 

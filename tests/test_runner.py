@@ -161,3 +161,40 @@ def test_a_full_disk_ends_the_stage_with_one_line_and_a_rerun_resumes(tmp_path, 
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # the finished runs were not redone
     assert (out / "meta.json").exists() and all(
         (out / (f"runs/{name}/run.json" if resumable else f"{name}.json")).exists() for name in PARTS)
+
+
+def _disk_full_for(name: str) -> Callable[[Path, bytes], int]:
+    """``Path.write_bytes`` that raises ENOSPC for the temporary file of ``name`` (the disk fills there)."""
+    real = Path.write_bytes
+
+    def write_bytes(self: Path, data: bytes) -> int:
+        if self.name.startswith(f".{name}."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, data)
+
+    return write_bytes
+
+
+@pytest.mark.parametrize(("module", "target", "written"), [("claims", "claims", "reports/claims.json"),
+                                                           ("report", "report", "reports/manifest.json")])
+def test_a_full_disk_ends_the_claims_and_gallery_stages_with_one_line(tmp_path, monkeypatch, capsys, module,
+                                                                       target, written):
+    import importlib
+
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    shutil.copytree(ROOT / "params", tmp_path / "params")
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
+    monkeypatch.setenv("TRAINSCAPE_TRACKING", "off")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / written).write_text("{}\n")  # the previous build's output
+    monkeypatch.setattr(Path, "write_bytes", _disk_full_for(Path(written).name))
+    mod = importlib.import_module(f"stages.{module}")
+    if module == "report":  # a gallery of no study: nothing to render first, only its two files to write
+        monkeypatch.setattr(mod.registry, "names", lambda: [])
+    main = mod.main
+    assert main([]) == stage.WRITE_FAILED
+    assert capsys.readouterr().err == (
+        f"error: {target}: no space left on device writing {written}; nothing is half-written and earlier outputs "
+        f"stay as they were: free space and rerun `dvc repro dvc.yaml:{target}`\n")
+    assert (tmp_path / written).read_text() == "{}\n"
+    assert sorted(p.name for p in (tmp_path / "reports").iterdir()) == [Path(written).name]  # no temporary left

@@ -26,7 +26,7 @@ from typing import Any
 from pipeline import registry
 from pipeline.checks import describe
 from pipeline.config import ConfigError, Params
-from pipeline.contract import CLAIM_KINDS, Claim, Study
+from pipeline.contract import CLAIM_ROLES, Claim, Study
 from pipeline.io import read_json, write_json
 from pipeline.paths import metrics_path, repo_root, sidecar_path, stage_name, study_dir
 from pipeline.provenance import run_tags
@@ -37,7 +37,7 @@ STAGE = "claims"  # the stage's name: its MLflow experiment and run record
 STRICT_ENV = "TRAINSCAPE_CLAIMS_STRICT"
 HOLDS, FAILS, UNMEASURED = "holds", "fails", "not measured"
 
-KIND_LABELS = {"finding": "findings", "sanity": "sanity checks"}  # how the ledger counts each kind
+ROLE_LABELS = {"finding": "findings", "sanity": "sanity checks"}  # how the ledger counts each role
 
 
 def ledger_path() -> Path:
@@ -125,7 +125,7 @@ def evaluate(claim: Claim, study: str, profile: str, load: Callable[[str], Any |
         status = HOLDS if holds else FAILS
     expected = claim.expected(profile)
     return {
-        "id": f"{study}/{claim.id}", "study": study, "claim": claim.id, "kind": claim.kind,
+        "id": f"{study}/{claim.id}", "study": study, "claim": claim.id, "role": claim.role,
         "seed_figure": claim.seed_figure,
         "sentence": claim.sentence, "figures": list(claim.figures), "reads": reads, "check": describe(claim.check),
         "measured": measured, "holds": holds, "status": status, "profile": profile, "expected": expected,
@@ -145,10 +145,10 @@ def counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def summarise(rows: list[dict[str, Any]], profile: str) -> dict[str, Any]:
-    """The counts over every claim, and per kind (findings apart from sanity checks: a ledger of
+    """The counts over every claim, and per role (findings apart from sanity checks: a ledger of
     theorems that hold says nothing about what the papers found)."""
     return {"profile": profile, **counts(rows),
-            "by_kind": {k: counts([r for r in rows if r.get("kind") == k]) for k in CLAIM_KINDS}}
+            "by_role": {k: counts([r for r in rows if r.get("role") == k]) for k in CLAIM_ROLES}}
 
 
 def source_run(stage: str) -> str | None:
@@ -162,9 +162,9 @@ def source_run(stage: str) -> str | None:
 
 
 def build_ledger(params: Params, root_load: Callable[[str], Any | None] | None = None, *,
-                 studies: Collection[str] | None = None, kinds: Collection[str] | None = None,
+                 studies: Collection[str] | None = None, roles: Collection[str] | None = None,
                  built_only: bool = False) -> dict[str, Any]:
-    """Evaluate every claim of every study (or of ``studies``, of ``kinds``) on the active profile;
+    """Evaluate every claim of every study (or of ``studies``, of ``roles``) on the active profile;
     ``built_only`` keeps the claims whose every value was found, for a slice of the pipeline built on
     its own (a full build must measure every claim: a missing value is a surprise there)."""
     available = published(params)
@@ -185,7 +185,7 @@ def build_ledger(params: Params, root_load: Callable[[str], Any | None] | None =
     for study, claims in all_claims():
         if studies is not None and study.name not in studies:
             continue
-        rows += [evaluate(c, study.name, params.profile, load) for c in claims if kinds is None or c.kind in kinds]
+        rows += [evaluate(c, study.name, params.profile, load) for c in claims if roles is None or c.role in roles]
     if built_only:
         rows = [r for r in rows if r["status"] != UNMEASURED]
     return {"summary": summarise(rows, params.profile), "claims": rows}
@@ -201,7 +201,7 @@ def source_runs(ledger: Mapping[str, Any], params: Params) -> dict[str, str | No
 
 def definitions_hash(ledger: Mapping[str, Any]) -> str:
     """A hash of what was claimed (ids, sentences, checks, expectations), for the run's params.hash tag."""
-    spec = [[r["id"], r.get("kind"), r["sentence"], r["check"], r["expected"],
+    spec = [[r["id"], r.get("role"), r["sentence"], r["check"], r["expected"],
              [[x["stage"], x["path"]] for x in r["reads"]]] for r in ledger["claims"]]
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
@@ -217,10 +217,10 @@ def log_ledger(ledger: Mapping[str, Any], params: Params, path: Path) -> str | N
         metrics.update({"claims_holding": s["holds"], "claims_failing": s["fails"],
                         "claims_not_measured": s["not_measured"],
                         "expected_but_not_holding": len(s["expected_but_not_holding"])})
-        for kind, c in s["by_kind"].items():
-            metrics.update({f"{kind}/holding": c["holds"], f"{kind}/failing": c["fails"],
-                            f"{kind}/not_measured": c["not_measured"],
-                            f"{kind}/expected_but_not_holding": len(c["expected_but_not_holding"])})
+        for role, c in s["by_role"].items():
+            metrics.update({f"{role}/holding": c["holds"], f"{role}/failing": c["fails"],
+                            f"{role}/not_measured": c["not_measured"],
+                            f"{role}/expected_but_not_holding": len(c["expected_but_not_holding"])})
         tracker.parent.log_metrics(metrics)
         tracker.parent.log_artifact(path)
         return tracker.parent.run_key
@@ -233,15 +233,15 @@ def print_ledger(ledger: Mapping[str, Any], out: Any = None, err: Any = None) ->
     for r in ledger["claims"]:
         mark = {HOLDS: "ok  ", FAILS: "FAIL", UNMEASURED: "n/a "}[r["status"]]
         note = "" if r["expected"] else f"  (not expected on {r['profile']}: {r['reason']})"
-        print(f"[claims] {mark} {r['kind']:<7} {r['id']}: {r['sentence']}{note}", file=out)
+        print(f"[claims] {mark} {r['role']:<7} {r['id']}: {r['sentence']}{note}", file=out)
     for rid in s["expected_but_not_holding"]:
         r = next(x for x in ledger["claims"] if x["id"] == rid)
         detail = f"missing {r['missing']}" if r["missing"] else f"measured {json.dumps(r['measured'])[:300]}"
-        print(f"\n!!!! CLAIM ({r['kind'].upper()}) EXPECTED TO HOLD ON {r['profile'].upper()} DOES NOT: {rid} "
+        print(f"\n!!!! CLAIM ({r['role'].upper()}) EXPECTED TO HOLD ON {r['profile'].upper()} DOES NOT: {rid} "
               f"({r['seed_figure']})\n"
               f"!!!!   {r['sentence']}\n!!!!   check {r['check']}: {detail}", file=err)
-    for kind, c in s["by_kind"].items():
-        print(f"[claims] {KIND_LABELS.get(kind, kind)}: {c['holds']}/{c['claims']} hold ({c['fails']} fail, "
+    for role, c in s["by_role"].items():
+        print(f"[claims] {ROLE_LABELS.get(role, role)}: {c['holds']}/{c['claims']} hold ({c['fails']} fail, "
               f"{c['not_measured']} not measured); expected but not holding: {len(c['expected_but_not_holding'])}",
               file=out)
     print(f"[claims] {s['holds']}/{s['claims']} hold on profile {s['profile']!r} ({s['fails']} fail, "
@@ -254,10 +254,10 @@ def strict_from_env() -> bool:
 
 
 def run(params: Params, *, strict: bool = False, studies: Collection[str] | None = None,
-        kinds: Collection[str] | None = None, built_only: bool = False) -> int:
+        roles: Collection[str] | None = None, built_only: bool = False) -> int:
     """The claims stage: evaluate, write ``reports/claims.json``, log, record the runs, print; exit code (1 under
     ``strict`` when a claim expected on this profile does not hold, or when nothing was checked)."""
-    ledger = build_ledger(params, studies=studies, kinds=kinds, built_only=built_only)
+    ledger = build_ledger(params, studies=studies, roles=roles, built_only=built_only)
     path = write_json(ledger_path(), ledger)
     run_key = log_ledger(ledger, params, path)
     run_records.record(STAGE, ledger, {"run_key": run_key, "mlflow_experiment": STAGE,

@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 Kind = Literal["train", "extract", "render"]
 KINDS: tuple[Kind, ...] = ("train", "extract", "render")
-ClaimKind = Literal["finding", "sanity"]
-CLAIM_KINDS: tuple[ClaimKind, ...] = ("finding", "sanity")
-FINDING: ClaimKind = "finding"  # what the paper or notebook reports about the world
-SANITY: ClaimKind = "sanity"  # a theorem, a property of the code, a golden value
+ClaimRole = Literal["finding", "sanity"]
+CLAIM_ROLES: tuple[ClaimRole, ...] = ("finding", "sanity")
+FINDING: ClaimRole = "finding"  # what the paper or notebook reports about the world
+SANITY: ClaimRole = "sanity"  # a theorem, a property of the code, a golden value
 
 # A params key list: keys of the study's *resolved* section (profile overrides applied), dotted.
 Keys = Sequence[str] | Callable[[Any, str], Sequence[str]]
@@ -178,7 +178,7 @@ class Claim:
     turned on (a margin, a ratio, a crossing iteration). ``fails_on`` names the profiles on which
     the claim is *not* expected to hold, each with the reason (a smoke grid too small to show it):
     say so rather than loosen the check. ``figures`` are the render units of the study that draw it.
-    ``kind`` (keyword, required): ``"finding"``, what the paper or notebook reports about the world
+    ``role`` (keyword, required): ``"finding"``, what the paper or notebook reports about the world
     (it could have come out otherwise), or ``"sanity"``, a theorem, a property of the code or a golden
     value; the ledger and the gallery count and show them apart.
     """
@@ -190,11 +190,11 @@ class Claim:
     check: Callable[..., tuple[bool, Any]]
     figures: tuple[str, ...] = ()
     fails_on: Mapping[str, str] = field(default_factory=dict)
-    kind: ClaimKind = field(kw_only=True)
+    role: ClaimRole = field(kw_only=True)
 
     def __post_init__(self) -> None:
-        if self.kind not in CLAIM_KINDS:
-            raise ValueError(f"claim {self.id!r}: kind = {self.kind!r} is not allowed; allowed: {CLAIM_KINDS}")
+        if self.role not in CLAIM_ROLES:
+            raise ValueError(f"claim {self.id!r}: role = {self.role!r} is not allowed; allowed: {CLAIM_ROLES}")
 
     def expected(self, profile: str) -> bool:
         return profile not in self.fails_on

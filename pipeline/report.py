@@ -92,7 +92,7 @@ def fmt(v: Any, depth: int = 0) -> str:
 STATUS = {"holds": ("✓ holds", "ok"), "fails": ("✗ fails", "bad"), "not measured": ("– not measured", "na")}
 
 
-KIND_TITLES = {"finding": ("Findings", "what the papers and notebooks report about the world; each could "
+ROLE_TITLES = {"finding": ("Findings", "what the papers and notebooks report about the world; each could "
                                        "have come out otherwise"),
                "sanity": ("Sanity checks", "theorems, properties of the code and golden values: they guard "
                                            "the pipeline, they are not what the papers found")}
@@ -138,12 +138,12 @@ def ledger_html(ledger: dict[str, Any], units: dict[str, list[str]]) -> list[str
     s = ledger["summary"]
     parts = [f"<h2 id='claims'>Claims ledger (profile {esc(s['profile'])})</h2>",
              f"<p>{ledger_counts(s, 'claims')}</p>"]
-    for kind, (title, blurb) in KIND_TITLES.items():
-        rows = [r for r in ledger["claims"] if r.get("kind") == kind]
-        c = s.get("by_kind", {}).get(kind)
+    for role, (title, blurb) in ROLE_TITLES.items():
+        rows = [r for r in ledger["claims"] if r.get("role") == role]
+        c = s.get("by_role", {}).get(role)
         if not rows or c is None:
             continue
-        parts += [f"<h3 id='claims-{kind}'>{title}</h3>",
+        parts += [f"<h3 id='claims-{role}'>{title}</h3>",
                   f"<p>{esc(blurb[0].upper() + blurb[1:])}. {ledger_counts(c, title.lower())}</p>",
                   *ledger_rows(rows, units)]
     return parts

@@ -10,7 +10,7 @@ import sys
 
 from pipeline.claims import run, strict_from_env
 from pipeline.config import ConfigError, load_params
-from pipeline.contract import CLAIM_KINDS
+from pipeline.contract import CLAIM_ROLES
 from pipeline.io import WriteError
 from pipeline.stage import WRITE_FAILED, write_failed_line
 from stages import finish
@@ -21,7 +21,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--strict", action="store_true", help="exit 1 when a claim expected to hold does not")
     ap.add_argument("--profile", help="the profile dvc.yaml was generated for; must match params.yaml")
     ap.add_argument("--study", action="append", help="only this study's claims (repeatable)")
-    ap.add_argument("--kind", action="append", choices=CLAIM_KINDS, help="only claims of this kind (repeatable)")
+    ap.add_argument("--role", action="append", choices=CLAIM_ROLES, help="only claims of this role (repeatable)")
     ap.add_argument("--built", action="store_true",
                     help="only the claims whose every value was found (a slice of the pipeline built on its own)")
     args = ap.parse_args(argv)
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         if args.profile is not None and args.profile != params.profile:
             raise ConfigError(f"params.yaml: profile = {params.profile!r} is not allowed here; allowed: "
                               f"{args.profile!r}, the profile dvc.yaml was generated for")
-        return run(params, strict=args.strict or strict_from_env(), studies=args.study, kinds=args.kind,
+        return run(params, strict=args.strict or strict_from_env(), studies=args.study, roles=args.role,
                    built_only=args.built)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -252,7 +252,7 @@ def test_every_mupc_figure_family_has_a_finding_on_its_own_metrics(study, family
     and links to this one does not count. The families in :data:`NO_FINDING` state a sanity check instead."""
     kinds = ("sanity",) if family in NO_FINDING.get(study, {}) else ("finding",)
     own = [c for c in claims.study_claims(registry.load(study))
-           if c.kind in kinds and family in c.figures and reads_own_metrics(study, family, c)]
+           if c.role in kinds and family in c.figures and reads_own_metrics(study, family, c)]
     assert own, f"{study}/{family} has no {kinds[0]} on its own metrics"
 
 
@@ -265,15 +265,15 @@ NO_FINDING = {"mupc_training": {
 @pytest.mark.parametrize("name", ["imprint", "superposition", "zero_init"])
 def test_every_render_unit_of_the_other_studies_has_a_finding(name):
     study = registry.load(name)
-    linked = {f for c in claims.study_claims(study) if c.kind == "finding" for f in c.figures}
+    linked = {f for c in claims.study_claims(study) if c.role == "finding" for f in c.figures}
     assert _all_render_units(study) <= linked, sorted(_all_render_units(study) - linked)
 
 
-def test_claim_kinds_are_declared_and_checked():
+def test_claim_roles_are_declared_and_checked():
     every = [c for _, cs in claims.all_claims() for c in cs]
-    assert {c.kind for c in every} == {"finding", "sanity"}
-    with pytest.raises(ValueError, match="kind"):
-        Claim("x", "fig", "s", (("a_extract@b", "k"),), checks.at_least, kind="theorem")  # type: ignore[arg-type]
+    assert {c.role for c in every} == {"finding", "sanity"}
+    with pytest.raises(ValueError, match="role = 'theorem' is not allowed"):
+        Claim("x", "fig", "s", (("a_extract@b", "k"),), checks.at_least, role="theorem")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         Claim("x", "fig", "s", (("a_extract@b", "k"),), checks.at_least)  # type: ignore[call-arg]
 
@@ -366,7 +366,7 @@ def test_a_slice_checks_only_its_studies_built_claims(fixture_root, monkeypatch)
     assert main(["--strict", "--study", "zero_init", "--built"]) == 1  # nothing built: nothing checked
     assert main(["--study", "zero_init", "--built"]) == 0
     assert main(["--study", "nonsense"]) == 2
-    assert main(["--strict", "--study", "imprint", "--built", "--kind", "sanity"]) == 0
+    assert main(["--strict", "--study", "imprint", "--built", "--role", "sanity"]) == 0
     assert [r["claim"] for r in read_json(fixture_root / "reports" / "claims.json")["claims"]] == [
         "glyph_raises_first_loss", "glyph_init_loss_like_seed", "accuracy_at_chance_before_training",
         "glyph_norm_reference"]
@@ -433,12 +433,12 @@ def test_ledger_and_gallery_count_and_show_findings_and_sanity_checks_apart():
     finding = _row(_imprint("muon_leads_epoch1_glyph"), IMPRINT_METRICS)
     sanity = _row(_imprint("glyph_norm_reference"), IMPRINT_METRICS)
     bad = {**_row(_imprint("glyph_survives_adam"), IMPRINT_METRICS), "status": "fails", "holds": False}
-    assert (finding["kind"], sanity["kind"], bad["kind"]) == ("finding", "sanity", "finding")
+    assert (finding["role"], sanity["role"], bad["role"]) == ("finding", "sanity", "finding")
     summary = claims.summarise([finding, sanity, bad], "paper")
     assert summary["claims"] == 3 and summary["holds"] == 2
-    assert summary["by_kind"]["finding"]["claims"] == 2 and summary["by_kind"]["finding"]["holds"] == 1
-    assert summary["by_kind"]["finding"]["expected_but_not_holding"] == ["imprint/glyph_survives_adam"]
-    assert summary["by_kind"]["sanity"] == {**summary["by_kind"]["sanity"], "claims": 1, "holds": 1,
+    assert summary["by_role"]["finding"]["claims"] == 2 and summary["by_role"]["finding"]["holds"] == 1
+    assert summary["by_role"]["finding"]["expected_but_not_holding"] == ["imprint/glyph_survives_adam"]
+    assert summary["by_role"]["sanity"] == {**summary["by_role"]["sanity"], "claims": 1, "holds": 1,
                                             "expected_but_not_holding": []}
     manifest = build_manifest([{"figures": [_entry("imprint", "glyph", "glyph")]}])
     page = gallery_html(manifest, ledger={"summary": summary, "claims": [sanity, finding, bad]})

@@ -56,7 +56,7 @@ FAMILIES = tuple(TRAINING_FAMILIES)  # F7–F25 and the project's F28
 
 
 def findings(claims_: tuple[Claim, ...]) -> list[Claim]:
-    return [c for c in claims_ if c.kind == "finding"]
+    return [c for c in claims_ if c.role == "finding"]
 
 
 def status(claim: Claim, study: str, profile: str, stages: dict) -> dict:

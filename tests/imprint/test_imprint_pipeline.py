@@ -89,7 +89,7 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     assert traced - {("mnist",)} == {("imprint", u) for u in (*_raw()["imprint"]["runs"], "final", "glyph",
                                                               "random", "seed_spread")}, traced
     # after the trace check (the ledger is no stage): a shrunk smoke (2 epochs) checks its sanity claims
-    strict_ledger(repo_copy, "imprint", must_check={"glyph_norm_reference"}, kind="sanity")
+    strict_ledger(repo_copy, "imprint", must_check={"glyph_norm_reference"}, role="sanity")
     repo_copy.run("python", "-m", "stages.report", "imprint")  # the gallery of this study alone
     root = repo_copy.path
     runs = _raw()["imprint"]["runs"]

@@ -352,10 +352,10 @@ TRAINING_FINDINGS = ("depth_mup_weights_stable_in_training", "adam_moves_orthogo
 
 
 def test_the_training_findings_are_the_ones_that_read_training():
-    reads_training = {c.id for c in CLAIMS if c.kind == "finding" for r in c.reads for k in r[1:]
+    reads_training = {c.id for c in CLAIMS if c.role == "finding" for r in c.reads for k in r[1:]
                       if k.startswith(("spectral_drift", "ratio_final")) or k == "fwd_pass" and "drift" in c.sentence}
     assert reads_training == set(TRAINING_FINDINGS)
-    assert all(_claim(cid).kind == "finding" for cid in TRAINING_FINDINGS)
+    assert all(_claim(cid).role == "finding" for cid in TRAINING_FINDINGS)
 
 
 @pytest.mark.parametrize("cid", TRAINING_FINDINGS)

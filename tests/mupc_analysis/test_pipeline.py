@@ -38,7 +38,7 @@ def test_smoke_slice_through_dvc(repo_copy):
     repo_copy.dvc("repro", *STAGES)
     p = repo_copy.path
     # a shrunk smoke grid: its sanity claims (theorems, properties of the code) hold at any size
-    strict_ledger(repo_copy, "mupc_analysis", kind="sanity", must_check={
+    strict_ledger(repo_copy, "mupc_analysis", role="sanity", must_check={
         "hessian_positive_definite", "theory_hessian_is_numeric_hessian", "nonlinear_hessian_blocks_are_autodiff",
         "loss_over_energy_at_least_one"})
     summary = json.loads((p / HESS / "summary.json").read_text())

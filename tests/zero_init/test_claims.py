@@ -47,7 +47,7 @@ def test_random_full_rank_reads_the_lowest_rank_not_the_final_one():
 def test_the_seed_accuracy_is_not_expected_on_smoke():
     claim = next(c for c in CLAIMS if c.id == "seed_test_accuracy")
     assert not claim.expected("smoke") and claim.fails_on["smoke"] and claim.expected("paper")
-    assert claim.kind == "finding"
+    assert claim.role == "finding"
 
 
 def test_the_extract_publishes_the_lowest_rank_with_the_init():

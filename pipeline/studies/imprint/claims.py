@@ -115,15 +115,15 @@ CLAIMS = (
     Claim("muon_leads_epoch1_glyph", GLYPH_FIG,
           "From the glyph init, Muon's test accuracy after epoch 1 is at least 2 points above Adam's.",
           (run("glyph-muon", "test_acc_epoch1"), run("glyph-adam", "test_acc_epoch1")),
-          partial(exceeds, margin=0.02), figures=("glyph",), kind=FINDING),
+          partial(exceeds, margin=0.02), figures=("glyph",), role=FINDING),
     Claim("muon_leads_epoch1_random", RANDOM_FIG,
           "From the random init, Muon's test accuracy after epoch 1 is at least 2 points above Adam's.",
           (run("random-muon", "test_acc_epoch1"), run("random-adam", "test_acc_epoch1")),
-          partial(exceeds, margin=0.02), figures=("random",), kind=FINDING),
+          partial(exceeds, margin=0.02), figures=("random",), role=FINDING),
     Claim("muon_leads_on_every_init_seed", GLYPH_FIG + ", over init seeds",
           "From the glyph init, Muon leads Adam after epoch 1 by at least 2 points on every init seed: the "
           "lead is not one draw's luck.",
-          ((SPREAD, "gap", "min"),), partial(at_least, threshold=0.02), figures=("seed_spread",), kind=FINDING),
+          ((SPREAD, "gap", "min"),), partial(at_least, threshold=0.02), figures=("seed_spread",), role=FINDING),
     *(Claim(f"muon_lead_fades_{init}", fig,
             f"From the {init} init, Muon's epoch-1 lead over Adam (at least 2 points) has mostly gone by the last "
             "epoch: Muon's final test accuracy is at most 1.5 points and at most half that lead above Adam's (the "
@@ -131,76 +131,76 @@ CLAIMS = (
             (run(f"{init}-muon", "final_test_acc"), run(f"{init}-adam", "final_test_acc"),
              run(f"{init}-muon", "test_acc_epoch1"), run(f"{init}-adam", "test_acc_epoch1")),
             partial(lead_fades, early=0.02, left=LEAD_LEFT, share=LEAD_SHARE), figures=(init,),
-            fails_on={"smoke": FADES_LATER}, kind=FINDING)
+            fails_on={"smoke": FADES_LATER}, role=FINDING)
       for init, fig, seed in (("glyph", GLYPH_FIG, "+5.37 -> +0.31"), ("random", RANDOM_FIG, "+4.24 -> +0.28"))),
     Claim("glyph_slows_adam", GLYPH_FIG,
           "Under Adam the glyph init trails the random init after epoch 1 by 1–6 points: the seed's 3.0 (92.51 "
           "vs 89.48 %) within the spec's ±3 points at epoch 1, and more than evaluation noise.",
           (run("random-adam", "test_acc_epoch1"), run("glyph-adam", "test_acc_epoch1")),
-          partial(difference_within, lo=SLOWDOWN[0], hi=SLOWDOWN[1]), figures=("glyph", "random"), kind=FINDING),
+          partial(difference_within, lo=SLOWDOWN[0], hi=SLOWDOWN[1]), figures=("glyph", "random"), role=FINDING),
     Claim("glyph_raises_first_loss", GLYPH_FIG,
           "The glyph raises the loss before the first update: glyph+Adam's first-batch loss is at least 0.5 above "
           "random+Adam's (the seed: 3.05–3.11 against 2.31). A property of the glyph init, not of training: it "
           "holds before any update, so it is a sanity check of the init.",
           (run("glyph-adam", "first_batch_loss"), run("random-adam", "first_batch_loss")),
-          partial(exceeds, margin=LOSS_RISE), figures=("glyph", "random"), kind=SANITY),
+          partial(exceeds, margin=LOSS_RISE), figures=("glyph", "random"), role=SANITY),
     Claim("glyph_init_loss_like_seed", GLYPH_FIG,
           "The init draw is of the seed's kind: the glyph init's first-batch loss lies in [2.95, 3.25] (the seed: "
           "3.05 and 3.11); over init seeds it spans 3.1–8.4 and sets how far glyph+Adam gets in epoch 1.",
           (run("glyph-adam", "first_batch_loss"),), partial(within, lo=SEED_INIT_LOSS[0], hi=SEED_INIT_LOSS[1]),
-          figures=("glyph",), kind=SANITY),
+          figures=("glyph",), role=SANITY),
     Claim("glyph_survives_adam", GLYPH_FIG,
           "Under Adam the glyph survives training in W2: the run trains (final test accuracy at least 90 %; the "
           "seed: 96.58 %) and at least 90 % of the glyph's initial contrast remains at the end (an untrained W2 "
           "keeps all of it).",
           (run("glyph-adam", "final_test_acc"), run("glyph-adam", "glyph_contrast_retained")),
           partial(once_trained, check=partial(at_least, threshold=0.9), floor=TRAINED_ACC), figures=("glyph",),
-          kind=FINDING),
+          role=FINDING),
     Claim("glyph_fades_under_muon", GLYPH_FIG,
           "Under Muon the glyph fades from W2 more than under Adam but stays: at least 3.1 % less of its initial "
           "contrast remains (the seed's ‖W2‖₂, the glyph's strength, falls by 2–4 of 45.6 under Muon and by < 0.6 "
           "under Adam: (2 − 0.6) / 45.6), and Muon keeps at least 80 % of it (the seed's play_13_0: ≈ 90 %, the "
           "glyph visible and streaked).",
           (run("glyph-adam", "glyph_contrast_retained"), run("glyph-muon", "glyph_contrast_retained")),
-          partial(fades_not_erased, gap=FADE_GAP, floor=MUON_KEEPS), figures=("glyph",), kind=FINDING),
+          partial(fades_not_erased, gap=FADE_GAP, floor=MUON_KEEPS), figures=("glyph",), role=FINDING),
     Claim("glyph_norm_falls_more_under_muon", GLYPH_FIG,
           "From the glyph init, the spectral norm of W2 falls more under Muon than under Adam.",
           (run("glyph-muon", "spectral_norm_initial"), run("glyph-muon", "spectral_norm_final"),
            run("glyph-adam", "spectral_norm_initial"), run("glyph-adam", "spectral_norm_final")),
-          drop_exceeds, figures=("glyph",), kind=FINDING),
+          drop_exceeds, figures=("glyph",), role=FINDING),
     Claim("glyph_norm_muon_drop", GLYPH_FIG,
           "From the glyph init, Muon lowers the spectral norm of W2 by at least 2 (the seed: by 2–4).",
           (run("glyph-muon", "spectral_norm_initial"), run("glyph-muon", "spectral_norm_final")),
-          partial(exceeds, margin=2.0), figures=("glyph",), fails_on={"smoke": SHORT}, kind=FINDING),
+          partial(exceeds, margin=2.0), figures=("glyph",), fails_on={"smoke": SHORT}, role=FINDING),
     Claim("random_norm_muon_above_adam", RANDOM_FIG,
           "From the random init, the spectral norm of W2 ends at least 1.2× as high under Muon as under Adam (the "
           "seed: ≈ 3.75 against ≈ 2.65, 1.42×; 1.33× at worst within the ±3 % of reading it off the figure).",
           (run("random-muon", "spectral_norm_final"), run("random-adam", "spectral_norm_final")),
-          partial(ratio_at_least, ratio=NORM_RATIO), figures=("random",), fails_on={"smoke": SHORT}, kind=FINDING),
+          partial(ratio_at_least, ratio=NORM_RATIO), figures=("random",), fails_on={"smoke": SHORT}, role=FINDING),
     Claim("random_norm_doubles_adam", RANDOM_FIG,
           "From the random init, Adam at least doubles the spectral norm of W2.",
           (run("random-adam", "spectral_norm_final"), run("random-adam", "spectral_norm_initial")),
-          partial(ratio_at_least, ratio=2.0), figures=("random",), fails_on={"smoke": SHORT}, kind=FINDING),
+          partial(ratio_at_least, ratio=2.0), figures=("random",), fails_on={"smoke": SHORT}, role=FINDING),
     Claim("random_norm_doubles_muon", RANDOM_FIG,
           "From the random init, Muon at least doubles the spectral norm of W2.",
           (run("random-muon", "spectral_norm_final"), run("random-muon", "spectral_norm_initial")),
-          partial(ratio_at_least, ratio=2.0), figures=("random",), fails_on={"smoke": SHORT}, kind=FINDING),
+          partial(ratio_at_least, ratio=2.0), figures=("random",), fails_on={"smoke": SHORT}, role=FINDING),
     Claim("final_accuracy_seed_level", GLYPH_FIG + " and " + RANDOM_FIG + ", accuracy panels",
           "Every run ends at the seed's test accuracy: at least 95.9 % (the seed's 96.6–97.3 % after 10 epochs, "
           "less the spec's 0.7-point tolerance at epoch 10).",
           ((FINAL, "runs"),),
           each_at("final_test_acc", partial(at_least, threshold=FINAL_ACC)),
-          figures=("glyph", "random"), fails_on={"smoke": TEN_EPOCHS}, kind=FINDING),
+          figures=("glyph", "random"), fails_on={"smoke": TEN_EPOCHS}, role=FINDING),
     Claim("muon_train_acc_above_adam_glyph", GLYPH_FIG + ", printed train accuracy",
           "From the glyph init, Muon ends with a train accuracy at least 0.3 points above Adam's (the seed: 99.24 "
           "against 98.07 %).",
           (run("glyph-muon", "final_train_acc"), run("glyph-adam", "final_train_acc")),
-          partial(exceeds, margin=TRAIN_GAP), figures=("glyph",), kind=FINDING),
+          partial(exceeds, margin=TRAIN_GAP), figures=("glyph",), role=FINDING),
     Claim("muon_train_acc_above_adam_random", RANDOM_FIG + ", printed train accuracy",
           "From the random init, Muon ends with a train accuracy at least 0.3 points above Adam's (the seed: 99.42 "
           "against 98.46 %).",
           (run("random-muon", "final_train_acc"), run("random-adam", "final_train_acc")),
-          partial(exceeds, margin=TRAIN_GAP), figures=("random",), kind=FINDING),
+          partial(exceeds, margin=TRAIN_GAP), figures=("random",), role=FINDING),
     Claim("adam_norm_barely_moves", GLYPH_FIG,
           "From the glyph init, Adam trains the net (final test accuracy at least 90 %; the seed: 96.58 %) while "
           "barely moving the spectral norm of W2: it ends within 1.3 % of its initial value (the seed: 45.6 -> "
@@ -208,16 +208,16 @@ CLAIMS = (
           (run("glyph-adam", "final_test_acc"), run("glyph-adam", "spectral_norm_initial"),
            run("glyph-adam", "spectral_norm_final")),
           partial(once_trained, check=partial(relative_change_at_most, rel=ADAM_NORM_REL), floor=TRAINED_ACC),
-          figures=("glyph",), kind=FINDING),
+          figures=("glyph",), role=FINDING),
     Claim("accuracy_at_chance_before_training", GLYPH_FIG + " and " + RANDOM_FIG + ", epoch 0",
           "Before training every run is at chance: test accuracy at epoch 0 within 5–15 % (the seed: 8.74 and "
           "10.32 %; spec §3).",
           ((FINAL, "runs"),),
           each_at("test_acc_epoch0", partial(within, lo=0.05, hi=0.15)),
-          figures=("glyph", "random"), kind=SANITY),
+          figures=("glyph", "random"), role=SANITY),
     Claim("glyph_norm_reference", "play_5_1 (the glyph bitmap)",
           "The stamped glyph (0.4 × bitmap) has the spectral norm of its construction: 45.862 "
           "(rectangles) or 45.609 (Droid Sans Fallback), ± 0.001.",
           ((FINAL, "glyph", "kind"), (FINAL, "glyph", "spectral_norm_scaled")),
-          partial(reference_norm, refs=GLYPH_NORMS, tol=0.001), figures=("glyph",), kind=SANITY),
+          partial(reference_norm, refs=GLYPH_NORMS, tol=0.001), figures=("glyph",), role=SANITY),
 )

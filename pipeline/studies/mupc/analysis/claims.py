@@ -232,7 +232,7 @@ CLAIMS = (
           "λ_min(H_z) at the deepest net is at least 1.5× smaller than at the shallowest, at every width.",
           (HESSIAN,), partial(each, keys=r"lambda_min/.*", check=partial(trend, axis="H", direction="down",
                                                                           sep="_", factor=1.5)),
-          figures=("F1",), kind=FINDING),
+          figures=("F1",), role=FINDING),
     Claim("kappa_grows_with_depth_nonlinear_mupc",
           "F1 (H_num_eigenvals_{N,H} of tanh and ReLU nets; paper Figs. A.1–A.7)",
           "The spectrum widens with depth beyond linear nets: under μPC, for tanh and ReLU nets with and without "
@@ -241,7 +241,7 @@ CLAIMS = (
           "factor; a spectrum that does not widen, ratio ≈ 1, fails).",
           (HESSIAN,), partial(each, keys=r"nonlinear_kappa/(tanh|relu)_mupc_.*",
                               check=partial(trend, axis="H", direction="up", sep="_", factor=1.5)),
-          figures=("F1",), kind=FINDING),
+          figures=("F1",), role=FINDING),
     Claim("kappa_grows_with_depth_nonlinear_sp",
           "F1/F2 (H_num_eigenvals, H_num_cond_num of tanh and ReLU nets under SP; paper Figs. 2, A.1–A.7; spec §8.3)",
           "Standard PC's inference landscape worsens with depth beyond linear nets: under SP (standard init "
@@ -252,7 +252,7 @@ CLAIMS = (
           "masks decoupling the layers.",
           (HESSIAN,), partial(each, keys=r"nonlinear_kappa/(tanh_sp_standard_(no_)?skips|relu_sp_standard_skips)",
                               check=partial(trend, axis="H", direction="up", sep="_", factor=1.25)),
-          figures=("F1", "F2"), kind=FINDING),
+          figures=("F1", "F2"), role=FINDING),
     Claim("kappa_grows_with_width_sp", "F2 (H_num_cond_num, SP; spec §8.3: SP worsens with width, depth)",
           "Standard PC's activity Hessian worsens with width: under SP with the standard init (U(±1/√N)), with "
           "and without skips, κ(H_z) of a linear net at init is larger at the widest net than at the narrowest, "
@@ -262,95 +262,95 @@ CLAIMS = (
           "basis, so κ does not depend on N at all; μPC has its own, depth-dominated claim.",
           (HESSIAN,), partial(each, keys=r"kappa/sp_standard_(no_)?skips",
                               check=partial(trend, axis="N", direction="up", sep="_")),
-          figures=("F2",), kind=FINDING),
+          figures=("F2",), role=FINDING),
     Claim("coupling_drives_ill_conditioning", "F3 (D_/O_/H_theory_eigenvals; spec §2.2)",
           "The ill-conditioning comes from the coupling between layers: from the shallowest to the deepest "
           "net (largest width) κ(H_theory = D + O) grows at least 2× more than κ(D), the layers' own blocks, "
           "in every linear configuration.",
-          (HESSIAN,), partial(coupling_drives_conditioning, factor=2.0), figures=("F3",), kind=FINDING),
+          (HESSIAN,), partial(coupling_drives_conditioning, factor=2.0), figures=("F3",), role=FINDING),
     Claim("theory_hessian_is_numeric_hessian", "F3 (H_theory_eigenvals; spec §8.2 invariant 1)",
           "For linear nets the theory Hessian D + O is the numeric H_z, the autodiff Hessian of the energy: in every "
           "linear configuration D + O equals the block builder's H_z at the grid's corners, and the block builder "
           "equals torch.func.hessian of the energy at every cell where that ran (N·H ≤ autodiff_check_max_n), "
           "max |Δ| ≤ 1e-10 (float64) in both.",
-          (HESSIAN,), theory_and_autodiff_agree, figures=("F3",), kind=SANITY),
+          (HESSIAN,), theory_and_autodiff_agree, figures=("F3",), role=SANITY),
     Claim("nonlinear_hessian_blocks_are_autodiff", "F1 (H_num_eigenvals of tanh and ReLU nets; spec §8.2 invariant 2)",
           "For tanh and ReLU nets the block builder's H_z (with its φ'' term) is torch.func.hessian of the energy: "
           "max |Δ| ≤ 1e-10 (float64) at every cell where that ran (N·H ≤ autodiff_check_max_n), in every "
           "configuration.",
           (HESSIAN,), partial(each, keys=r"autodiff_vs_blocks/(tanh|relu)_.*",
                               check=partial(each, check=partial(at_most, threshold=AUTODIFF_TOL))),
-          figures=("F1",), kind=SANITY),
+          figures=("F1",), role=SANITY),
     Claim("hessian_positive_definite", "F1/F3 (H_num_eigenvals, D_/O_/H_theory_eigenvals)",
           "The activity Hessian H_z of a linear net at init is positive definite at every width, depth and "
           "parameterisation, to float64's resolution: λ_min ≥ −N·H·ε·λ_max at the grid's corners (a true "
           "λ_min below that resolution reads as rounding noise).",
-          (HESSIAN,), positive_to_resolution, figures=("F1", "F3"), kind=SANITY),
+          (HESSIAN,), positive_to_resolution, figures=("F1", "F3"), role=SANITY),
     Claim("kappa_grows_with_depth_mupc", "F2/F4 (H_num_cond_num)",
           "Under μPC the condition number of H_z at init grows with depth at every width.",
           (HESSIAN,), partial(each, keys=r"kappa/mupc_.*", check=partial(trend, axis="H", direction="up", sep="_")),
-          figures=("F2", "F4"), kind=FINDING),
+          figures=("F2", "F4"), role=FINDING),
     Claim("kappa_depth_over_width_mupc", "F2/F4 (H_num_cond_num)",
           "Under μPC (with skips) κ(H_z) grows more with depth than with width.",
-          ((*HESSIAN, "kappa/mupc_standard_gauss_skips"),), depth_dominates, figures=("F2", "F4"), kind=FINDING),
+          ((*HESSIAN, "kappa/mupc_standard_gauss_skips"),), depth_dominates, figures=("F2", "F4"), role=FINDING),
     Claim("mupc_conditions_deep_nets_better", "F2 (H_num_cond_num), paper Fig. 2",
           "At the deepest, widest cell, a skip net's H_z is better conditioned under μPC than under SP "
           "(standard init).",
           ((*HESSIAN, "kappa/mupc_standard_gauss_skips"), (*HESSIAN, "kappa/sp_standard_skips")), deepest_less,
-          figures=("F2",), kind=FINDING),
+          figures=("F2",), role=FINDING),
     Claim("depth_mup_keeps_activities_O1", "F5 (avg_activity_l2 per N, per L)",
           "With Depth-μP and skips, the hidden activity RMS at init stays O(1) (within [0.3, 3]) at every "
           "width and depth.",
           ((*FWD, "rms_t0_hidden_L2/linear_depth_mup_skips"),), partial(each, check=partial(within, lo=0.3, hi=3.0)),
-          figures=("F5",), kind=FINDING),
+          figures=("F5",), role=FINDING),
     Claim("sp_no_skips_activities_vanish", "F5 (avg_activity_l2, log y for sp)",
           "Under SP without skips the hidden activities shrink geometrically with depth (at least 2× "
           "smaller from the shallowest to the deepest net, at every width).",
           ((*FWD, "rms_t0_hidden_L2/linear_sp_no_skips"),), partial(trend, axis="L", direction="down", sep="_",
                                                                     factor=2.0),
-          figures=("F5",), kind=FINDING),
+          figures=("F5",), role=FINDING),
     Claim("sp_skips_activities_grow", "F5 (avg_activity_l2, log y for sp)",
           "Under SP with skips the hidden activities grow with depth at every width.",
           ((*FWD, "rms_t0_hidden_L2/linear_sp_skips"),), partial(trend, axis="L", direction="up", sep="_"),
-          figures=("F5",), kind=FINDING),
+          figures=("F5",), role=FINDING),
     Claim("orthogonal_preserves_norm", "F5 (avg_activity_l2)",
           "An orthogonal linear net preserves the activity norm: RMS within [0.9, 1.1] at every width and depth.",
           ((*FWD, "rms_t0_hidden_L2/linear_orthogonal"),), partial(each, check=partial(within, lo=0.9, hi=1.1)),
-          figures=("F5",), kind=SANITY),
+          figures=("F5",), role=SANITY),
     Claim("sp_weight_spectral_norm_O1", "F6 (params_spectral_norm_per_N / _per_L, sp)",
           "Under SP (U(±1/√N) init, with or without skips) a hidden layer's raw weight has spectral norm O(1) "
           "at init, ≈ 2/√3, within [0.8, 1.3] at every width and depth: it does not grow with N or L.",
           (FWD,), partial(each, keys=r"spectral_t0_hidden_L2/linear_sp_.*",
                           check=partial(each, check=partial(within, lo=0.8, hi=1.3))),
-          figures=("F6",), kind=SANITY),
+          figures=("F6",), role=SANITY),
     Claim("depth_mup_weight_spectral_norm_sqrt_width", "F6 (params_spectral_norm_per_N / _per_L, depth_mup)",
           "Under Depth-μP the raw weights are N(0, 1) (the 1/√(N·L) multiplier acts in the forward pass): a "
           "hidden layer's spectral norm at init is ≈ 2√N, within [0.75, 1.1]·2√N at every width and depth, so "
           "it grows with width and not with depth.",
           (FWD,), partial(each, keys=r"spectral_t0_hidden_L2/linear_depth_mup_.*",
                           check=partial(over_gaussian_edge, lo=0.75, hi=1.1)),
-          figures=("F6",), kind=SANITY),
+          figures=("F6",), role=SANITY),
     Claim("depth_mup_weights_stable_in_training", "F6 (params_spectral_norm_over_t, depth_mup vs orthogonal)",
           "Under Depth-μP with skips the hidden weights' spectral norm stays put over the recorded BP steps "
           "(lr 1e-3) while the same steps move an orthogonal net's weights: with SGD and with Adam, at every width "
           "and depth, Depth-μP's drift is below 1 % and below the orthogonal net's (untrained weights, drift 0 "
           "for both, fail: staying put is only a finding once the steps were taken).",
-          (FWD,), partial(stable_against, ref="orthogonal", threshold=0.01), figures=("F6",), kind=FINDING),
+          (FWD,), partial(stable_against, ref="orthogonal", threshold=0.01), figures=("F6",), role=FINDING),
     Claim("adam_moves_orthogonal_weights_more", "F6 (params_spectral_norm_over_t, orthogonal vs depth_mup)",
           "With Adam (lr 1e-3, one step of ±lr per entry) the O(1/√N)-entry weights of an orthogonal net move "
           "more than Depth-μP's N(0, 1) weights: a larger spectral-norm drift at every width and depth.",
           ((*FWD, "spectral_drift_hidden_L2/linear_adam_depth_mup_skips"),
            (*FWD, "spectral_drift_hidden_L2/linear_adam_orthogonal")), partial(cellwise, relation="less"),
-          figures=("F6",), kind=FINDING),
+          figures=("F6",), role=FINDING),
     Claim("loss_over_energy_at_least_one", "F26/F27 (loss_energy_ratio)",
           "The loss never falls below the equilibrium energy: ℒ/F* ≥ 1 for every linear net of the "
           "theory grid (at t = 0 and after the last iteration) and of the width sweep (t = 0).",
           (GRID, WIDTH), ratios_at_least_one,
-          figures=("F26", "F27"), kind=SANITY),
+          figures=("F26", "F27"), role=SANITY),
     Claim("mupc_ratio_falls_with_width", "F26 (paper Fig. 6)",
           "Under μPC, ℒ/F* at t = 0 falls towards 1 as the width grows, at every depth.",
           ((*GRID, "ratio_t0/mupc"),), partial(trend, axis="N", direction="down", sep="_"), figures=("F26",),
-          kind=FINDING),
+          role=FINDING),
     Claim("sp_ratio_explodes_with_depth", "F26 (paper Fig. A.32–A.33; spec §3.1)",
           "Under SP with skips, at every width N ≥ 4, ℒ/F* at t = 0 rises with depth at every step and by more "
           "than 10× from the shallowest to the deepest net. The statement needs the skip products I + W "
@@ -362,7 +362,7 @@ CLAIMS = (
                                                                                  factor=10.0)),
           figures=("F26",), fails_on={"smoke": "smoke's only N ≥ 4 row (N = 4) stops at H = 4: ℒ/F* rises 1.53 → "
                                                "2.23 → 3.50 (2.3×); the paper grid's N = 4 row passes 10× between "
-                                               "H = 4 and 8 (3.81 → 27)"}, kind=FINDING),
+                                               "H = 4 and 8 (3.81 → 27)"}, role=FINDING),
     Claim("mupc_ratio_grows_in_training_when_wide_and_deep", "F26 (paper Fig. 6, panels t > 0)",
           "Under μPC, training pulls the loss away from the equilibrium energy in wide, deep nets: at every width "
           "N ≥ 16 and depth H ≥ 8 of the grid, ℒ/F* after the last iteration is more than 10× its value at t = 0 "
@@ -372,20 +372,20 @@ CLAIMS = (
           partial(grows_in_training, min_n=16, min_h=8, factor=10.0), figures=("F26",),
           fails_on={"smoke": "smoke's theory grid stops at N = 4, H = 4 and 32 iterations: no cell with N ≥ 16 and "
                              "H ≥ 8 (there the μPC ratio falls towards 1 in training, as the paper grid's narrow "
-                             "nets do)"}, kind=FINDING),
+                             "nets do)"}, role=FINDING),
     Claim("nonlinear_ratio_falls_with_width", "F27 (loss_energy_ratios_per_width)",
           "For linear, tanh and ReLU μPC nets alike, ℒ/F* at t = 0 falls with width: the equilibrium "
           "energy approaches the measured loss.",
           (WIDTH,), partial(each, keys=r"ratio_t0/\w+_mupc_H\d+",
                             check=partial(select, keys=r"N\d+", check=partial(trend, axis="N", direction="down",
                                                                              sep="_"))),
-          figures=("F27",), kind=FINDING),
+          figures=("F27",), role=FINDING),
     Claim("nonlinear_equilibria_converged", "F27 (energies_per_width)",
           "The tanh and ReLU equilibria behind F27 are solved: every residual ≤ 1e-6.",
           (WIDTH,), partial(each, keys=r"ratio_t0/(tanh|relu)_\w+",
                             check=partial(select, keys=r"N\d+_max_eq_residual",
                                           check=partial(each, check=partial(at_most, threshold=1e-6)))),
           figures=("F27",),
-          fails_on={"smoke": "smoke caps the equilibrium solve at eq_max_steps = 1500 (paper: 20000)"}, kind=SANITY),
+          fails_on={"smoke": "smoke caps the equilibrium solve at eq_max_steps = 1500 (paper: 20000)"}, role=SANITY),
 )
 

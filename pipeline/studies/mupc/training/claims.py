@@ -343,59 +343,59 @@ CLAIMS = (
           "the notebook's or its neighbour on the swept grid.",
           ((fam("F7"), "best_act_lr"),), partial(picks_near_table, steps=1, share=0.75), figures=("F7",),
           fails_on={"smoke": "smoke's S1 grid (H = 2, 4) holds none of table 5.3's cells (H = 8, 16, 32)"},
-          kind=FINDING),
+          role=FINDING),
     Claim("mupc_broad_activity_lr_band", "F13 (test_accs_muPC_{act}_{H}_n_hidden; paper Figs. A.16–A.18)",
           "μPC trains over a broad band of activity lrs: at the selected param lr, in every (activation, depth) "
           "cell the activity lrs that train (at least 10 points above chance: the spec gives the paper's levels "
           "only for the best lrs, §8.1) span at least a factor 10.",
           ((fam("F13"), "final_acc_per_act_lr"),), partial(trainable_band, level=TRAINS, span=10.0),
-          figures=("F13",), fails_on={"smoke": TINY}, kind=FINDING),
+          figures=("F13",), fails_on={"smoke": TINY}, role=FINDING),
     Claim("sp_gd_acc_falls_with_depth", "F7/F8 (best_test_accs_GD; paper Fig. 3)",
           "Standard PC (GD inference, no skips): at its best activity lr, test accuracy is lower at the "
           "largest depth than at the smallest, for every dataset and activation.",
-          ((fam("F8"), "best_final_acc"),), FALLS, figures=("F7", "F8"), kind=FINDING),
+          ((fam("F8"), "best_final_acc"),), FALLS, figures=("F7", "F8"), role=FINDING),
     Claim("sp_adam_acc_falls_with_depth", "F9 (best_test_accs_Adam)",
           "Standard PC with Adam inference: best-lr accuracy falls with depth (means over seeds: the "
           "Adam-inference sweep is ill-conditioned at the feed-forward start).",
-          ((fam("F9"), "best_final_acc"),), FALLS, figures=("F9",), kind=FINDING),
+          ((fam("F9"), "best_final_acc"),), FALLS, figures=("F9",), role=FINDING),
     Claim("sp_skips_acc_falls_with_depth", "F10 (best_test_accs_GD_skips)",
           "Standard PC with skips: best-lr accuracy falls with depth.",
-          ((fam("F10"), "best_final_acc"),), FALLS, figures=("F10",), kind=FINDING),
+          ((fam("F10"), "best_final_acc"),), FALLS, figures=("F10",), role=FINDING),
     Claim("sp_orthogonal_acc_falls_with_depth", "F11 (best_test_accs_orthogonal)",
           "Standard PC with orthogonal init: best-lr accuracy falls with depth.",
-          ((fam("F11"), "best_final_acc"),), FALLS, figures=("F11",), fails_on={"smoke": TINY}, kind=FINDING),
+          ((fam("F11"), "best_final_acc"),), FALLS, figures=("F11",), fails_on={"smoke": TINY}, role=FINDING),
     Claim("sp_kappa_grows_with_depth", "F8 (best_cond_nums_GD)",
           "Standard PC: the condition number of the activity Hessian at init is larger at the largest "
           "depth than at the smallest. A property of the untrained net (it holds before any update): "
           "a sanity check here, mupc_analysis's Hessian-at-init findings state it for the init.",
-          ((fam("F8"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F8",), kind=SANITY),
+          ((fam("F8"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F8",), role=SANITY),
     Claim("sp_kappa_rises_in_training", "F8 (best_cond_nums_GD; spec §8.3)",
           "Standard PC: the inference landscape becomes more ill-conditioned with training (κ(H_z) at "
           "the last evaluation above κ at init) in every (dataset, activation, depth).",
           ((fam("F8"), "kappa_final"), (fam("F8"), "kappa_init")), partial(cellwise, relation="greater"),
           figures=("F8",), fails_on={"smoke": "smoke's 32 training iterations move κ by a few percent either way; "
-                                              "the paper's rise is over a full epoch"}, kind=FINDING),
+                                              "the paper's rise is over a full epoch"}, role=FINDING),
     Claim("mupc_kappa_grows_with_depth", "F12 (best_cond_nums_mupc)",
           "μPC: κ(H_z) at init still grows with depth (the paper: roughly polynomially). A property of the "
           "untrained net (it holds before any update): a sanity check here, as mupc_analysis's "
           "kappa_grows_with_depth_mupc states it for the init.",
-          ((fam("F12"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F12",), kind=SANITY),
+          ((fam("F12"), "kappa_init"),), partial(trend, axis="H", direction="up"), figures=("F12",), role=SANITY),
     Claim("mupc_trains_at_every_depth", "F13/F15 (best_test_accs_depth_muP; paper Fig. 1)",
           "μPC trains at every depth at the paper's level: at its best lrs the MNIST accuracy after one epoch is "
           "at least 80 % for every activation and depth (the paper: ≈ 90 %+ up to 128 layers, spec §8.1).",
           ((fam("F15"), "mupc_best_final_acc_per_H"),), partial(at_dataset_level, levels=LEVELS),
-          figures=("F13", "F15"), fails_on={"smoke": TINY}, kind=FINDING),
+          figures=("F13", "F15"), fails_on={"smoke": TINY}, role=FINDING),
     Claim("mupc_trains_at_every_width", "F14 (best_test_accs_width_muP)",
           "μPC at its best lrs is no worse at the largest width than at the smallest, for every activation.",
           ((fam("F14"), "mupc_best_final_acc_per_N"),), partial(trend, axis="N", direction="up"),
-          figures=("F14",), kind=FINDING),
+          figures=("F14",), role=FINDING),
     Claim("mupc_deepest_trains_long", "F16/F17 (mupc_128_*_acc)",
           "The deepest μPC net trains on both datasets over several epochs to the paper's level: final "
           "accuracy at least 80 % on MNIST and 75 % on Fashion-MNIST (the paper: ≈ 90 %+ and the high 80s, "
           "spec §8.1).",
           ((fam("F16"), "final_acc"), (fam("F17"), "final_acc")),
           both_train,
-          figures=("F16", "F17"), fails_on={"smoke": TINY}, kind=FINDING),
+          figures=("F16", "F17"), fails_on={"smoke": TINY}, role=FINDING),
     Claim("mupc_beats_pc_at_every_depth", "F18 (paper Fig. 1, right)",
           "ReLU ResNets (F18 draws ReLU): at every depth where the paper says standard PC fails (from H = 64), μPC "
           "ends more than 20 points above PC, every PC cell trained (not the notebook's 10 % fill); "
@@ -403,27 +403,27 @@ CLAIMS = (
           (PC_MEASURED_F18, (fam("F18"), "fig1_final_acc")),
           partial(on_measured, check=partial(ahead_where_pc_fails, margin=20.0)), figures=("F18",),
           fails_on={"smoke": "smoke's S6 grid stops at H = 8: no depth where the paper says PC fails"},
-          kind=FINDING),
+          role=FINDING),
     Claim("pc_at_chance_when_deep", "F18/F20 (paper Fig. 1, right)",
           "Standard PC does not train deep ReLU ResNets, though it trains shallow ones: trained at the smallest "
           "depth F18 draws it reaches at least 20 % (10 points above chance; the paper: ≈ 90 %), at the largest "
           "it stays within 5 points of chance (an untrained PC is at chance at every depth).",
           (PC_MEASURED_F18, (fam("F18"), "fig1_final_acc")),
           partial(on_measured, check=partial(pc_trains_shallow_not_deep, level=TRAINS, most=15.0)),
-          figures=("F18", "F20"), fails_on={"smoke": TINY}, kind=FINDING),
+          figures=("F18", "F20"), fails_on={"smoke": TINY}, role=FINDING),
     Claim("mupc_beats_pc_128_layers", "F18 at its deepest H (paper Fig. 1, right; F19's PC is not measured)",
           "At the deepest net F18 draws (paper: 128 layers, 1 epoch), μPC ends at least 20 points above standard "
           "PC trained at the same depth (the paper: μPC near 90 %, PC at chance).",
           (PC_MEASURED_F18, (fam("F18"), "fig1_final_acc")),
           partial(on_measured, check=partial(deepest, check=partial(mupc_ahead, margin=20.0))),
-          figures=("F18", "F19"), fails_on={"smoke": TINY}, kind=FINDING),
+          figures=("F18", "F19"), fails_on={"smoke": TINY}, role=FINDING),
     Claim("mupc_near_bp_128_layers", "F19 (mupc_vs_pc_vs_bp_128_relu_net)",
           "The deepest μPC net trains close to BP with Depth-μP: on MNIST and Fashion-MNIST, over the same "
           "schedule, both train (at least 20 %, 10 points above chance) and μPC's final accuracy is at most 10 "
           "points below BP's (two untrained nets are level at chance).",
           ((fam("F19"), "final_acc"),), partial(each, check=partial(bp_gap_trained, most=10.0, level=TRAINS)),
           figures=("F19",),
-          fails_on={"smoke": TINY}, kind=FINDING),
+          fails_on={"smoke": TINY}, role=FINDING),
     Claim("pc_fails_at_128_layers_for_any_lr",
           "F28 (paper Fig. 1 and its caption: standard PC cannot train 128-layer nets; the notebook: 'PC runs "
           "diverge … for any lrs')",
@@ -435,37 +435,37 @@ CLAIMS = (
           "notebook trains to H = 128 (table 5.3), is measured and drawn but not held.",
           ((fam("F28"), "final_acc_per_lr"), (fam("F16"), "final_acc")),
           partial(no_lr_trains_deepest, acts=("linear", "relu"), most=TRAINS, level=TRAINS),
-          figures=("F28", "F16"), fails_on={"smoke": SHALLOW_PC}, kind=FINDING),
+          figures=("F28", "F16"), fails_on={"smoke": SHALLOW_PC}, role=FINDING),
     Claim("sp_linear_fails_with_depth", "F20 (best_test_accs_depth_SP)",
           "Standard PC with skips, linear, every cell trained: accuracy is lower at the largest depth than at "
           "the smallest.",
           (PC_MEASURED_F20, (fam("F20"), "final_acc")),
           partial(on_measured, check=partial(last_by_depth, act="linear", direction="down")), figures=("F20",),
-          kind=FINDING),
+          role=FINDING),
     Claim("sp_linear_fails_from_32_layers", "F20 (best_test_accs_depth_SP; spec §8.1: the notebook's chance rule)",
           "Standard PC with skips, linear, every cell trained: it trains below 32 layers (at least 20 %, 10 points "
           "above chance) and stays within 5 points of chance from H = 32 on, where the notebook draws it at chance "
           "(an untrained sweep, at chance everywhere, fails the first half).",
           (PC_MEASURED_F20, (fam("F20"), "final_acc")),
           partial(on_measured, check=partial(fails_where_the_paper_says, act="linear", level=TRAINS, most=15.0)),
-          figures=("F20",), fails_on={"smoke": "smoke's S12 stops at H = 8, where linear PC trains"}, kind=FINDING),
+          figures=("F20",), fails_on={"smoke": "smoke's S12 stops at H = 8, where linear PC trains"}, role=FINDING),
     Claim("sp_tanh_trains_to_128_layers", "F20 (best_test_accs_depth_SP; table 5.3's tanh cells)",
           "Standard PC with skips, tanh, trains at every depth up to the deepest (the paper: to H = 128, where the "
           "notebook's table 5.3 gives tanh its lrs and its figure draws tanh trained): at least 20 % (10 points above "
           "chance; the paper prints no level for these cells) in every cell.",
           (PC_MEASURED_F20, (fam("F20"), "final_acc")),
           partial(on_measured, check=partial(trains_at_every_depth, act="tanh", level=TRAINS)),
-          figures=("F20",), kind=FINDING),
+          figures=("F20",), role=FINDING),
     Claim("bp_trains", "F21 (bp_results best_test_accs)",
           "BP with Depth-μP trains every activation to the paper's level: at its best lr at least 80 % on MNIST "
           "and 75 % on Fashion-MNIST (the paper's BP curves: ≈ 90 %+ and the high 80s, spec §8.1).",
           ((fam("F21"), "best_final_acc"),), partial(at_dataset_level, levels=LEVELS),
-          figures=("F21",), fails_on={"smoke": SMOKE_LEVEL}, kind=FINDING),
+          figures=("F21",), fails_on={"smoke": SMOKE_LEVEL}, role=FINDING),
     Claim("activity_decay_does_not_help_pc", "F22 (max_test_accs_per_activity_decay)",
           "Activity decay does not rescue standard PC (linear, no skips): for every activity lr the max test "
           "accuracy with the strongest decay is below that without decay.",
           ((fam("F22"), "max_test_acc_by_decay"),), partial(trend, axis="decay", direction="down"),
-          figures=("F22",), kind=FINDING),
+          figures=("F22",), role=FINDING),
     Claim("mupc_lr_transfers_across_width", "F23 (paper Fig. 5)",
           "μPC's best (activity lr, param lr) by min train loss (mean over the seeds that did not fail) stays "
           "put across width, for every activation (zero-shot transfer): the optima lie within one step of the "
@@ -474,7 +474,7 @@ CLAIMS = (
           ((fam("F14"), "mupc_best_final_acc_per_N"), (fam("F23"), "transfer_width")),
           partial(trained_then, keys=r".*", level=TRAINS, check=NEIGHBOURING_OPTIMA), figures=("F23",),
           fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"},
-          kind=FINDING),
+          role=FINDING),
     Claim("mupc_lr_transfers_across_depth", "F24 (paper Fig. 5)",
           "μPC's best (activity lr, param lr) by min train loss (mean over the seeds that did not fail) stays "
           "put across depth, for every activation: the optima lie within one step of the lr grid of each other, "
@@ -483,7 +483,7 @@ CLAIMS = (
           ((fam("F15"), "mupc_best_final_acc_per_H"), (fam("F24"), "transfer_depth")),
           partial(trained_then, keys=r".*", level=TRAINS, check=NEIGHBOURING_OPTIMA), figures=("F24",),
           fails_on={"smoke": "smoke's two-lr grid over 32 iterations: the optimum of an untrained net is noise"},
-          kind=FINDING),
+          role=FINDING),
     Claim("mupc_transfer_optimum_is_notebooks", "F23/F24 (paper Fig. 5; the notebook's best_test_accs_*_muP cells)",
           "The transferred optimum is the one the notebook uses: at every width (F23) and depth (F24) the "
           "min-train-loss optimum is within one step of the lr grid of activity lr 1 / 1 / 0.5 (linear / tanh / "
@@ -492,14 +492,14 @@ CLAIMS = (
           figures=("F23", "F24"),
           fails_on={"smoke": "smoke's act-lr grid (1, 0.1) lacks relu's 0.5, and its 32 iterations leave the "
                              "optimum of an untrained net to noise"},
-          kind=FINDING),
+          role=FINDING),
     Claim("mupc_trains_on_fmnist", "F25 (max_test_accs_over_lrs_Fashion-MNIST)",
           "μPC trains on Fashion-MNIST to the paper's level: at the best (activity lr, param lr) of the accuracy "
           "contour the max test accuracy (mean over seeds) is at least 75 % for every activation (the paper's "
           "Fashion-MNIST curves reach the high 80s, spec §8.1; S8 trains one epoch).",
           ((fam("F25"), "contour_best"),), partial(each, keys=r"notebook/\w+/acc",
                                                     check=partial(at_least, threshold=FMNIST_LEVEL)),
-          figures=("F25",), fails_on={"smoke": SMOKE_LEVEL}, kind=FINDING),
+          figures=("F25",), fails_on={"smoke": SMOKE_LEVEL}, role=FINDING),
     Claim("mupc_fmnist_optimum_near_mnist", "F25 vs F23 (min_train_losses_over_lrs; spec §5.3)",
           "μPC's lrs carry over from MNIST to Fashion-MNIST: the F-MNIST min-train-loss optimum is within a "
           "factor 5 (one step of the paper's lr grid) of the MNIST optimum at the same width and depth, on both "
@@ -510,7 +510,7 @@ CLAIMS = (
            (fam("F23"), "contour_optimum"), (fam("F23"), "contour_grid")),
           partial(trained_then, keys=r"notebook/\w+/acc", level=TRAINS,
                   check=partial(near_mnist_optimum, factor=5.0)),
-          figures=("F25", "F23"), kind=FINDING),
+          figures=("F25", "F23"), role=FINDING),
     Claim("mupc_fmnist_optimum_interior", "F25 (min_train_losses_over_lrs_Fashion-MNIST)",
           "The F-MNIST min-train-loss optimum is an interior region of the lr grid: for every activation "
           "neither its activity lr nor its param lr is the grid's smallest or largest.",
@@ -518,6 +518,6 @@ CLAIMS = (
           figures=("F25",),
           fails_on={"smoke": "smoke's grid has two lrs per axis (act 1, 0.1; param 0.1, 0.01): no interior cell",
                     "gpu_medium": "gpu_medium's param-lr grid has two values (0.1, 0.01): no interior cell"},
-          kind=FINDING),
+          role=FINDING),
 )
 

@@ -23,40 +23,16 @@ pytest.importorskip("triton")
 
 from pipeline.studies.mupc import fused
 from pipeline.studies.mupc.energy import InferenceConfig, PCEngine, check_route
-from pipeline.studies.mupc.model import Weights
 from tests.host_reads import count_host_reads
-from tests.mupc_training.test_layer_batched_engine import setup
+from tests.mupc_training.test_layer_batched_engine import engine_iterations, setup
 
 F64 = torch.float64
 pytestmark = pytest.mark.skipif(not fused.INTERPRETED, reason="TRITON_INTERPRET was not 1 when fused.py loaded")
 
 
 def _iterations(route, act, skips, param, R, H, T, optim, decay, dtype, iters=2, start=None):
-    """``iters`` training iterations (feed-forward or given activities, inference, final errors, weight
-    gradients, a GD weight step); what the trainer reads, per iteration."""
-    spec, w, store, x, y = setup(act, skips, param, R, H=H, dtype=dtype)
-    store = [t.clone() for t in store]
-    w = Weights(store[0], store[1].transpose(0, 1), store[2])
-    lr = torch.tensor([0.3, 0.05, 0.7][:R], dtype=dtype) * (0.1 if optim == "adam" else 5.0)
-    eng = PCEngine(spec, R, x.shape[1], InferenceConfig(steps=T, optim=optim, activity_decay=decay), dtype=dtype,
-                   route=route)
-    eng.bind(w)
-    grads = [torch.empty_like(t) for t in store]
-    out = []
-    for _ in range(iters):
-        if start is None:
-            loss = eng.feedforward(x, y)
-        else:
-            eng.set_activities(start(spec, w, x), x, y)
-            loss = torch.zeros(R, dtype=dtype)
-        n = eng.infer(lr)
-        z = eng.z.clone()
-        eng.errors()
-        eng.weight_grads(x, grads)
-        out.append([loss, n, z, eng.gnorm.clone(), eng.E.clone(), eng.eps_out.clone(), *(g.clone() for g in grads)])
-        for t, g in zip(store, grads):
-            t.sub_(0.05 * g)
-    return out
+    """:func:`engine_iterations` of one route (two iterations unless told)."""
+    return engine_iterations(act, skips, param, R, H, T, optim, decay, dtype, iters, route=route, start=start)
 
 
 def _same(a, b, tol):

@@ -184,20 +184,25 @@ def test_untouched_layers_keep_exactly_zero_errors():
     assert eng.E[-1].abs().max() > 0
 
 
-def _front_iterations(act, skips, param, R, H, T, optim, decay, front, dtype, iters=3):
-    """Three training iterations (feed-forward, inference, final errors, weight gradients, a GD weight
-    step) of one engine; every intermediate the trainer reads, per iteration."""
+def engine_iterations(act, skips, param, R, H, T, optim, decay, dtype, iters=3, front=True, route="standard",
+                      start=None):
+    """``iters`` training iterations (feed-forward or, with ``start``, given activities; inference, final errors,
+    weight gradients, a GD weight step) of one engine; every intermediate the trainer reads, per iteration."""
     spec, w, store, x, y = setup(act, skips, param, R, H=H, dtype=dtype)
     store = [t.clone() for t in store]
     w = Weights(store[0], store[1].transpose(0, 1), store[2])
     lr = torch.tensor([0.3, 0.05, 0.7][:R], dtype=dtype) * (0.1 if optim == "adam" else 5.0)
     eng = PCEngine(spec, R, x.shape[1], InferenceConfig(steps=T, optim=optim, activity_decay=decay), dtype=dtype,
-                   front=front)
+                   front=front, route=route)
     eng.bind(w)
     grads = [torch.empty_like(t) for t in store]
     out = []
     for _ in range(iters):
-        loss = eng.feedforward(x, y)
+        if start is None:
+            loss = eng.feedforward(x, y)
+        else:
+            eng.set_activities(start(spec, w, x), x, y)
+            loss = torch.zeros(R, dtype=dtype)
         n = eng.infer(lr)
         z = eng.z.clone()
         eng.errors()
@@ -221,8 +226,8 @@ def test_following_the_inference_front_changes_no_bit(act, skips, param, R, H, T
     activities, gradient norms, errors, convergence counts and weight gradients bit for bit: T below, at
     and above H, one hidden layer, GD and Adam, stacked runs, float32 and float64. With activity decay
     every layer moves from the first step, so the engine computes them all."""
-    full = _front_iterations(act, skips, param, R, H, T, optim, decay, False, dtype)
-    fast = _front_iterations(act, skips, param, R, H, T, optim, decay, True, dtype)
+    full = engine_iterations(act, skips, param, R, H, T, optim, decay, dtype, front=False)
+    fast = engine_iterations(act, skips, param, R, H, T, optim, decay, dtype, front=True)
     for a, b in zip(full, fast):
         for u, v in zip(a, b):
             assert torch.equal(u, v)

@@ -281,6 +281,7 @@ def judge(s: dict[str, Any], out: Path, ws: Path, env: dict[str, str], done: set
         s["extract"][unit] = (f"not run: {', '.join(lacking)} incomplete" if lacking
                               else extract(out, ws, env, unit, extract_limit))
         save()
+    (ws / "reports" / "claims.json").unlink(missing_ok=True)  # a failed claims stage shows no earlier verdicts
     s["claims_run"] = gc.run_limited([sys.executable, "-m", "stages.claims", "--study", STUDY, "--built"],
                                      out / "claims.log", 120, env)
     s["claims"] = verdicts(ws)

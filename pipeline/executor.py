@@ -87,20 +87,29 @@ def ray_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,
     index = {task.remote(fn, item): i for i, item in enumerate(items)}
     pending = list(index)
     lost_since: float | None = None
+
+    def lost(unfinished: int) -> ClusterLostError:
+        return ClusterLostError(
+            f"the Ray cluster's head at {head} stopped answering (node lost) with {unfinished} of {len(index)} "
+            f"tasks unfinished; what finished is kept: rerun the stage on a running cluster to resume")
+
     while pending:
-        done, pending = ray.wait(pending, num_returns=1, timeout=1.0)
+        try:
+            done, still = ray.wait(pending, num_returns=1, timeout=1.0)
+            node, result = ray.get(done[0]) if done else (None, None)
+        except ray.exceptions.RayError as exc:  # the head died between the wait and the fetch of a result
+            if isinstance(exc, ray.exceptions.RayTaskError) or _reachable(head):
+                raise  # the task's own error, or one with the cluster up: not a lost cluster
+            raise lost(len(pending)) from exc
+        pending = still
         if not done:
             if _reachable(head):
                 lost_since = None
             else:
                 lost_since = lost_since or time.monotonic()
                 if time.monotonic() - lost_since >= HEAD_LOST_AFTER_S:
-                    raise ClusterLostError(
-                        f"the Ray cluster's head at {head} stopped answering (node lost) with {len(pending)} of "
-                        f"{len(index)} tasks unfinished; what finished is kept: rerun the stage on a running "
-                        f"cluster to resume")
+                    raise lost(len(pending))
             continue
-        node, result = ray.get(done[0])
         if where is not None:
             where[index[done[0]]] = node
         yield index[done[0]], result

@@ -168,6 +168,7 @@ def test_head_lost_mid_sweep_fails_clearly_and_a_fresh_cluster_resumes(repo_copy
     assert code != 0, out[-3000:]
     lines = [line for line in err.splitlines() if line.startswith("error: ")]
     print("head lost:", lines)
+    assert lines, err[-3000:]
     assert lines == [f"error: {S9}: the Ray cluster's head at {HEAD_IP}:6379 stopped answering (node lost) "
                      f"with {lines[0].split(' with ')[1].split(' of ')[0]} of 6 tasks unfinished; what finished is "
                      "kept: rerun the stage on a running cluster to resume"], err[-3000:]

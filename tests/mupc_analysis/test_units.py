@@ -23,6 +23,7 @@ from pipeline.config import ConfigError, load_section, merge, read_tree, resolve
 from pipeline.contract import Context, Output
 from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis import STUDY
+from pipeline.studies.mupc.analysis import cost as analysis_cost
 from pipeline.studies.mupc.analysis import figures as figures_module
 from pipeline.studies.mupc.analysis import train as train_module
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
@@ -98,6 +99,17 @@ def _run_train(store: Store, cfg: MupcAnalysisParams, unit: str) -> tuple[list[O
 # ----------------------------------------------------------------------------- params
 
 
+def test_auto_spectra_are_dense_on_a_gpu_and_banded_on_the_cpu_in_the_unit_and_its_plan():
+    """The paper's full spectra at n = N·H up to 16,384: a dense eigvalsh on the CPU took the plan to 88 h."""
+    paper = load_section(MupcAnalysisParams, _raw(), NAME, "paper")
+    assert paper.hessian.backend_on("cuda:0") == "dense_torch" and paper.hessian.backend_on("cpu") == "banded"
+    fixed = dataclasses.replace(paper.hessian, spectrum_backend="dense_torch")
+    assert fixed.backend_on("cpu") == "dense_torch"
+    for device, route in (("cpu", "banded"), ("cuda", "dense_torch")):
+        methods = {w.shape["method"] for w in analysis_cost.hessian_cost(paper, "hessian_init", device).work}
+        assert methods == {"dense", "structured", route}
+
+
 def test_every_profile_resolves_to_todays_values():
     raw = _raw()
     values = {p: load_section(MupcAnalysisParams, raw, NAME, p) for p in ("smoke", "gpu_medium", "paper")}
@@ -105,7 +117,7 @@ def test_every_profile_resolves_to_todays_values():
     assert (smoke.threads, gpu.threads, paper.threads) == (1, 4, 4)
     assert smoke.hessian.widths == [2, 4, 8] and smoke.hessian.spectrum_backend == "banded"
     assert smoke.hessian.dense_max_n == 32 and paper.hessian.dense_max_n == 512
-    assert gpu.hessian.spectrum_backend == "dense_torch" and gpu.hessian.widths[-1] == 64
+    assert gpu.hessian.spectrum_backend == paper.hessian.spectrum_backend == "auto" and gpu.hessian.widths[-1] == 64
     assert [f.inits for f in paper.hessian.families] == [["one_over_N", "standard_gauss", "standard", "orthogonal"],
                                                          ["standard_gauss"]]
     assert paper.hessian.seeds == [0, 1, 2] and smoke.hessian.seeds == gpu.hessian.seeds == [0]

@@ -40,9 +40,17 @@ class HessianParams:
     full_spectra: Literal["slices", "all"] = "slices"  # slices: the N = max row and H = max column
     dense_max_n: int = bounded(0, default=64)  # n = N·H at or below: dense eigvalsh for everything
     autodiff_check_max_n: int = bounded(0, default=64)  # cross-check blocks vs torch.func.hessian
-    spectrum_backend: Literal["banded", "dense_torch"] = "banded"  # full spectra above dense_max_n
+    # full spectra above dense_max_n: auto is dense_torch on a GPU and banded (eig_banded) on the CPU, where
+    # a dense eigvalsh at n = 16,384 takes ≈ 20 min against eig_banded's 2.6 min (one core)
+    spectrum_backend: Literal["auto", "banded", "dense_torch"] = "auto"
     lanczos_tol: float = bounded(0.0, 1e-3, lo_open=True, default=1e-6)
     save_weights: bool = True
+
+    def backend_on(self, device: str) -> str:
+        """The full spectra's route on ``device``: ``spectrum_backend``, with auto resolved by the device."""
+        if self.spectrum_backend != "auto":
+            return self.spectrum_backend
+        return "dense_torch" if str(device).startswith("cuda") else "banded"
 
     def check(self, path: str) -> None:
         for name in ("widths", "depths", "seeds", "activity_decays", "acts"):

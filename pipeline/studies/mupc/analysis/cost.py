@@ -2,7 +2,7 @@
 
 * ``hessian_init``: per (config, N, H) cell, in float64 with D = d_y = N: the blocks of H_z and its
   eigen-solve (full spectra on the slices N = max or H = max, else the extremes), by the route the cell
-  takes (dense up to ``dense_max_n``, else ``spectrum_backend`` or the structured extremes); linear
+  takes (dense up to ``dense_max_n``, else ``spectrum_backend`` on the device or the structured extremes); linear
   networks add the theory blocks, the block-diagonal spectra (H eigvalsh of N×N) and the off-diagonal
   part's spectrum or extremes. The counts are ``pipeline/studies/mupc/cost.py``'s.
 * ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): ``checks`` feed-forwards
@@ -52,10 +52,10 @@ def svd_flops(m: int, n: int) -> float:
     return 4 * big * small**2 - 4 * small**3 / 3
 
 
-def hessian_method(full: bool, n: int, hp: Any) -> str:
+def hessian_method(full: bool, n: int, hp: Any, device: str) -> str:
     if n <= hp.dense_max_n or (not full and n <= 3):
         return "dense"
-    return hp.spectrum_backend if full else "structured"
+    return hp.backend_on(device) if full else "structured"
 
 
 def cell_flops(act: str, N: int, H: int, method: str, full: bool, hp: Any) -> float:
@@ -69,13 +69,13 @@ def cell_flops(act: str, N: int, H: int, method: str, full: bool, hp: Any) -> fl
     return out
 
 
-def _hessian(cfg: MupcAnalysisParams) -> Cost:
+def _hessian(cfg: MupcAnalysisParams, device: str) -> Cost:
     hp = cfg.hessian
     configs = hessian_configs(hp)
     work: dict[tuple[str, int, int], float] = {}
     for c, N, H in itertools.product(configs, hp.widths, hp.depths):
         full = is_slice(N, H, hp)
-        method = hessian_method(full, N * H, hp)
+        method = hessian_method(full, N * H, hp, device)
         work[(method, N, H)] = work.get((method, N, H), 0.0) + cell_flops(c["act"], N, H, method, full, hp)
     items = tuple(Work(f"{m} N={N} H={H} (n={N * H})", "hessian_cell",
                        {"method": m, "N": N, "H": H, "threads": cfg.threads}, f) for (m, N, H), f in work.items())
@@ -151,7 +151,7 @@ def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iter
 def hessian_cost(cfg: MupcAnalysisParams, unit: str, device: str,
                  previous: Callable[[str], Any] | None = None) -> Cost:
     """hessian_init: every cell (resumption skips finished ones, not counted here)."""
-    return _hessian(cfg)
+    return _hessian(cfg, device)
 
 
 def fwd_cost(cfg: MupcAnalysisParams, unit: str, device: str, previous: Callable[[str], Any] | None = None) -> Cost:

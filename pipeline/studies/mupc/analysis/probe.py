@@ -42,7 +42,9 @@ def hessian_cell(*, method: str, N: int, H: int, threads: int, device: str, budg
     """Blocks of H_z at initialisation and their eigen-solve by ``method`` (the cell's route)."""
     _threads(threads, device)
     budget = budget / 8 if method == "structured" else budget  # ARPACK's Python loop: ≈ 0.1 GFLOP/s here
-    H = _layers(lambda h: blocks_flops(N, h) + eig_flops(method, N, h), H, budget)
+    if method != "banded":  # eig_banded slows as its band outgrows the cache (one core: 5.4 GFLOP/s at n = 4,096,
+        # 2.7 at 16,384; scaled down to 1 GFLOP the plan was 4x short): timed at the cell's own shape, once
+        H = _layers(lambda h: blocks_flops(N, h) + eig_flops(method, N, h), H, budget)
     spec = hessian_spec({**CONFIG, "seed": 0}, N, H, False)
     w = init_weights(spec, [0], dtype=torch.float64)
     x = hz.hessian_input(N, 0)

@@ -66,7 +66,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
     info: dict[str, Any] = {"N": N, "H": H, "n": N * H}
     t0 = time.perf_counter()
     if full:
-        ev, method = hessian.full_spectrum(blocks, dense_max_n=hp.dense_max_n, backend=hp.spectrum_backend,
+        ev, method = hessian.full_spectrum(blocks, dense_max_n=hp.dense_max_n, backend=hp.backend_on(device),
                                            device=device)
         arrays["num_hessian_eigenvals"] = ev
         lmax, lmin, mmax, mmin = float(ev[-1]), float(ev[0]), method, method
@@ -96,7 +96,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
             arrays["theory_D_eigenvals"] = d_ev
             if H > 1:
                 o_ev, o_method = hessian.full_spectrum(o_blocks, dense_max_n=hp.dense_max_n,
-                                                       backend=hp.spectrum_backend, device=device)
+                                                       backend=hp.backend_on(device), device=device)
             else:
                 o_ev, o_method = np.zeros(N), "exact_blocks"
             arrays["theory_O_eigenvals"] = o_ev
@@ -119,7 +119,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
         info["O_kappa"] = hessian.cond_num(info["O_lambda_max"], info["O_lambda_min"])
         if legacy_theory:  # H_theory ≠ H_num: its own spectrum / extremes
             if full:
-                th_ev, _ = hessian.full_spectrum(tb, dense_max_n=hp.dense_max_n, backend=hp.spectrum_backend,
+                th_ev, _ = hessian.full_spectrum(tb, dense_max_n=hp.dense_max_n, backend=hp.backend_on(device),
                                                  device=device)
                 arrays["theory_hessian_eigenvals"] = th_ev
                 tmax, tmin = float(th_ev[-1]), float(th_ev[0])
@@ -153,7 +153,8 @@ def train_hessian(ctx: Context, unit: str) -> Iterator[Output]:
                 full = is_slice(N, H, hp)
                 part = cell_dir(c, N, H)
                 settings = {"config": c, "legacy": legacy, "full": full, "dense_max_n": hp.dense_max_n,
-                            "backend": hp.spectrum_backend, "tol": hp.lanczos_tol, "save_weights": hp.save_weights,
+                            "backend": hp.backend_on(ctx.device), "tol": hp.lanczos_tol,
+                            "save_weights": hp.save_weights,
                             "autodiff_check_max_n": hp.autodiff_check_max_n}
                 done = ctx.previous(f"{part}/cell.json")
                 if done is not None and done.get("settings") == settings:

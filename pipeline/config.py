@@ -1,6 +1,6 @@
 """The one config loader: ``params.yaml`` and ``params/<study>.yaml`` → typed, validated objects.
 
-``params.yaml`` holds the framework's sections (profile, data, tracking); each study's section is
+``params.yaml`` holds the framework's sections (profile, data, tracking, figures); each study's section is
 its own file, ``params/<study>.yaml``, so that DVC reads a stage's params from a small file (it
 parses the file and walks its whole tree once per key of every stage, in every status and repro).
 Every stage calls :func:`load_params` before any compute. A bad value raises :class:`ConfigError`
@@ -173,14 +173,40 @@ class TrackingParams:
     on_error: Literal["warn", "fail"] = "warn"  # MLflow is an index; DVC outputs are canonical
 
 
+FigureFormat = Literal["png", "pdf"]
+FIGURE_FORMATS: tuple[FigureFormat, ...] = ("png", "pdf")
+
+
+@dataclass(frozen=True)
+class FigureParams:
+    """The files of every figure besides plotly's interactive HTML, per profile: the gallery shows the PNG, a
+    paper build adds the PDF (a PDF of every smoke figure cost the first build time and nobody reads it)."""
+
+    formats: dict[str, list[FigureFormat]] = field(default_factory=lambda: {p: list(FIGURE_FORMATS)
+                                                                           for p in PROFILES})
+
+    def check(self, path: str) -> None:
+        for name, fmts in self.formats.items():
+            check(name in PROFILES, f"{path}.formats", name, "one of " + ", ".join(map(repr, PROFILES)))
+            check("png" in fmts and len(set(fmts)) == len(fmts), f"{path}.formats.{name}", fmts,
+                  "a list of distinct formats among 'png', 'pdf' holding 'png' (the gallery shows it)")
+        missing = [p for p in PROFILES if p not in self.formats]
+        check(not missing, f"{path}.formats", sorted(self.formats), f"a list for every profile (missing {missing})")
+
+    def of(self, profile: str) -> tuple[str, ...]:
+        """The formats of ``profile``, in the order files are written (PNG first: the gallery's file)."""
+        return tuple(f for f in FIGURE_FORMATS if f in self.formats[profile])
+
+
 @dataclass(frozen=True)
 class Params:
-    """The framework's own sections (profile, data, tracking) and the raw mapping of the file."""
+    """The framework's own sections (profile, data, tracking, figures) and the raw mapping of the file."""
 
     profile: Profile
     data: DataParams
     tracking: TrackingParams
-    raw: dict[str, Any] = field(repr=False, compare=False)
+    figures: FigureParams = field(default_factory=FigureParams)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def section(self, study: str) -> dict[str, Any]:
         """The raw section of a study (base values plus its ``profiles`` overrides)."""
@@ -189,7 +215,7 @@ class Params:
         return self.raw[study]
 
 
-FRAMEWORK_KEYS = ("profile", "data", "tracking")
+FRAMEWORK_KEYS = ("profile", "data", "tracking", "figures")
 PARAMS_FILE = "params.yaml"
 PARAMS_DIR = "params"
 
@@ -219,7 +245,8 @@ def parse_params(raw: dict[str, Any], studies: Iterable[str] | None = None) -> P
     profile = validate(Profile, raw["profile"], "profile")
     data = validate(DataParams, raw["data"], "data")
     tracking = validate(TrackingParams, raw.get("tracking", {}), "tracking")
-    return Params(profile=profile, data=data, tracking=tracking, raw=raw)
+    figures = validate(FigureParams, raw.get("figures", {}), "figures")
+    return Params(profile=profile, data=data, tracking=tracking, figures=figures, raw=raw)
 
 
 def params_file(key: str) -> str:

@@ -220,7 +220,8 @@ def unit_stage(study: Study, fam: Family, cfg: Any, params: Params, unit: str) -
     # every stage reads `profile` (it refuses to run for another profile than dvc.yaml's): an edit
     # of it makes the stages run, and fail with a clear error, instead of passing for up to date.
     # The study's keys are read from its own file, params/<study>.yaml.
-    do["params"] = ["profile", *([{params_file(study.name): keys}] if keys else [])]
+    figure_keys = [f"figures.formats.{params.profile}"] if fam.kind == "render" else []
+    do["params"] = ["profile", *figure_keys, *([{params_file(study.name): keys}] if keys else [])]
     if fam.kind == "render":
         do["outs"] = [{rel(figures_dir(study.name) / unit): {"persist": True}},
                       {rel(sidecar_path(study.name, unit)): {"persist": True}}]

@@ -22,7 +22,7 @@ import plotly.colors as pcolors
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from pipeline.config import ConfigError
+from pipeline.config import FIGURE_FORMATS, ConfigError
 from pipeline.io import atomic_path
 
 STYLE = {
@@ -85,7 +85,7 @@ def freeze_layout(fig: plt.Figure) -> Any:
     return fig.get_tightbbox().padded(matplotlib.rcParams["savefig.pad_inches"])
 
 
-def save_mpl(fig: plt.Figure, base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+def save_mpl(fig: plt.Figure, base: str | Path, formats: tuple[str, ...] = FIGURE_FORMATS) -> list[Path]:
     """Save ``fig`` as ``<base>.<fmt>`` for each format, atomically, from one layout; close it; return the
     paths."""
     base = Path(base)
@@ -249,7 +249,7 @@ def plotly_image(fig: Any, fmt: str) -> bytes:
     return stable_pdf(data) if fmt == "pdf" else data
 
 
-def save_plotly_static(fig: Any, base: str | Path, formats: tuple[str, ...] = ("png", "pdf")) -> list[Path]:
+def save_plotly_static(fig: Any, base: str | Path, formats: tuple[str, ...] = FIGURE_FORMATS) -> list[Path]:
     """``<base>.<fmt>`` of a plotly figure for each format, drawn by kaleido, each written atomically."""
     base = Path(base)
     out = []

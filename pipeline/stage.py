@@ -229,7 +229,7 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
             if render_writer is None:
                 raise TypeError(f"{name}: a render unit needs the figure writer")
             metas = {src: _reader(study)(*src, "meta.json") for f in final.figures for src in f.sources}
-            render_writer(study, unit, final, tracker, prov, metas)
+            render_writer(study, unit, final, tracker, prov, metas, p.params.figures.of(p.params.profile))
         else:
             write_unit(study, kind, unit, final, tracker, prov, in_place=p.family.resumable)
         if p.family.metrics:

@@ -1,5 +1,6 @@
 """The config loader: typed validation with errors naming key path, value and what is allowed."""
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -7,6 +8,7 @@ import pytest
 import yaml
 
 from pipeline.config import (
+    FRAMEWORK_KEYS,
     ConfigError,
     bounded,
     check,
@@ -93,10 +95,27 @@ def test_bad_profile_is_rejected_with_allowed_values():
 def test_unknown_top_level_key_and_dataset():
     raw = read_tree(ROOT)
     with pytest.raises(ConfigError, match="typo is not a known key"):
-        parse_params({**raw, "typo": 1}, studies=[k for k in raw if k not in ("profile", "data", "tracking")])
+        parse_params({**raw, "typo": 1}, studies=[k for k in raw if k not in FRAMEWORK_KEYS])
     raw["data"] = {**raw["data"], "datasets": {"cifar": {}}}
     with pytest.raises(ConfigError, match=r"data.datasets = 'cifar' is not allowed"):
         parse_params(raw)
+
+
+def test_figure_formats_are_per_profile_and_a_bad_list_is_named():
+    """Smoke builds write no PDF (the first build's time); every other profile adds it beside the PNG."""
+    raw = read_tree(ROOT)
+    figures = parse_params(raw).figures
+    assert figures.of("smoke") == ("png",)
+    assert figures.of("paper") == figures.of("gpu_medium") == figures.of("headline") == ("png", "pdf")
+    for formats, expected in (
+        ({**raw["figures"]["formats"], "smoke": ["pdf"]}, "params.yaml: figures.formats.smoke = ['pdf'] is not "
+                                                          "allowed; allowed: a list of distinct formats"),
+        ({**raw["figures"]["formats"], "smoke": ["png", "svg"]}, "figures.formats.smoke[1] = 'svg' is not allowed"),
+        ({k: v for k, v in raw["figures"]["formats"].items() if k != "paper"}, "missing ['paper']"),
+        ({**raw["figures"]["formats"], "draft": ["png"]}, "figures.formats = 'draft' is not allowed"),
+    ):
+        with pytest.raises(ConfigError, match=re.escape(expected)):
+            parse_params({**raw, "figures": {"formats": formats}})
 
 
 SECTION = {"lr": 0.1, "grid": {"widths": [1, 2], "depth": 4}, "runs": {"a": {"seed": 1}},
@@ -167,8 +186,8 @@ def test_a_section_in_the_wrong_file_is_refused(tmp_path):
     root = _tree(tmp_path, {"profile": "smoke", "toy": {"lr": 0.1}}, {})
     with pytest.raises(ConfigError) as exc:
         read_tree(root)
-    assert str(exc.value) == ("params.yaml: toy is not allowed here; allowed keys: ['profile', 'data', 'tracking'] "
-                              "(a study's section lives in params/toy.yaml)")
+    assert str(exc.value) == ("params.yaml: toy is not allowed here; allowed keys: ['profile', 'data', 'tracking', "
+                              "'figures'] (a study's section lives in params/toy.yaml)")
     (root / "params.yaml").write_text("profile: smoke\n")
     (root / "params" / "toy.yaml").write_text("other: {lr: 0.1}\n")
     with pytest.raises(ConfigError, match=r"params/toy.yaml: top-level keys \['other'\] are not allowed; "

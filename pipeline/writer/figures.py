@@ -17,7 +17,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from pipeline import registry
-from pipeline.config import figure_workers_setting
+from pipeline.config import FIGURE_FORMATS, figure_workers_setting
 from pipeline.contract import Figure, Output
 from pipeline.io import atomic_dir, read_json, write_json
 from pipeline.paths import figures_dir, rel, sidecar_path
@@ -43,15 +43,16 @@ def kaleido_static(fig: Figure) -> bool:
     return fig.mpl is None and static_plotly(fig.plotly)
 
 
-def save_figure(fig: Figure, folder: Path) -> list[Path]:
-    """PNG + PDF of the matplotlib figure, self-contained HTML of the plotly one; a plotly figure alone also
-    gets its PNG + PDF from kaleido (before its HTML, so the gallery shows the PNG)."""
+def save_figure(fig: Figure, folder: Path, formats: Sequence[str] = FIGURE_FORMATS) -> list[Path]:
+    """The matplotlib figure in each of ``formats`` (the profile's: PNG, and PDF where it asks), the HTML
+    of the plotly one; a plotly figure alone also gets its ``formats`` from kaleido (before its HTML, so the
+    gallery shows the PNG)."""
     if fig.mpl is None and fig.plotly is None:
         raise ValueError(f"figure {fig.id!r} has neither a matplotlib nor a plotly figure")
     if fig.mpl is not None:
-        files = save_mpl(fig.mpl, folder / fig.id)
+        files = save_mpl(fig.mpl, folder / fig.id, tuple(formats))
     elif kaleido_static(fig):
-        files = save_plotly_static(fig.plotly, folder / fig.id)
+        files = save_plotly_static(fig.plotly, folder / fig.id, tuple(formats))
     else:
         files = []
     if fig.plotly is not None:
@@ -59,7 +60,7 @@ def save_figure(fig: Figure, folder: Path) -> list[Path]:
     return files
 
 
-_PENDING: list[tuple[Figure, Path]] = []  # what forked savers inherit (figures are not pickled)
+_PENDING: list[tuple[Figure, Path, Sequence[str]]] = []  # what forked savers inherit (figures are not pickled)
 
 
 def _save_pending(i: int) -> list[Path]:
@@ -106,7 +107,7 @@ def figure_workers(n_figures: int) -> int:
     return max(1, min(cores, n_figures))
 
 
-def save_figures(figs: Sequence[Figure], folder: Path) -> list[list[Path]]:
+def save_figures(figs: Sequence[Figure], folder: Path, formats: Sequence[str] = FIGURE_FORMATS) -> list[list[Path]]:
     """Every figure's files, saved by forked processes side by side when more than one core is free.
 
     Laying out and rasterising a matplotlib figure is single-threaded and was most of a render stage's
@@ -120,9 +121,9 @@ def save_figures(figs: Sequence[Figure], folder: Path) -> list[list[Path]]:
     workers = figure_workers(len(forked)) if forked else 1
     # never fork beside a running kaleido server (its threads would not be in the child)
     if workers == 1 or kaleido_running() or "fork" not in multiprocessing.get_all_start_methods():
-        out.update((i, save_figure(figs[i], folder)) for i in forked)
+        out.update((i, save_figure(figs[i], folder, formats)) for i in forked)
     else:
-        _PENDING[:] = [(figs[i], folder) for i in forked]
+        _PENDING[:] = [(figs[i], folder, formats) for i in forked]
         try:
             with multiprocessing.get_context("fork").Pool(workers) as pool:
                 out.update(zip(forked, pool.map(_save_pending, range(len(forked)), chunksize=1), strict=True))
@@ -131,7 +132,7 @@ def save_figures(figs: Sequence[Figure], folder: Path) -> list[list[Path]]:
         for i in forked:  # the children closed their copies; the parent's are still open
             if figs[i].mpl is not None:
                 plt.close(figs[i].mpl)
-    out.update((i, save_figure(fig, folder)) for i, fig in enumerate(figs) if i not in out)
+    out.update((i, save_figure(fig, folder, formats)) for i, fig in enumerate(figs) if i not in out)
     return [out[i] for i in range(len(figs))]
 
 
@@ -146,9 +147,10 @@ def figure_data(provenance: Mapping[str, Any], sources: list[Mapping[str, Any]])
 
 
 def write_render(study: str, unit: str, output: Output, tracker: Tracker, provenance: Mapping[str, Any],
-                 source_meta: Mapping[tuple[str, str], Mapping[str, Any]]) -> Path:
-    """A render unit: figure files (and any JSON) in ``reports/figures/<study>/<unit>/``, the figures
-    logged to the stage's run, and the sidecar ``<unit>.figures.json`` the report stage reads.
+                 source_meta: Mapping[tuple[str, str], Mapping[str, Any]],
+                 formats: Sequence[str] = FIGURE_FORMATS) -> Path:
+    """A render unit: figure files in ``formats`` (and any JSON) in ``reports/figures/<study>/<unit>/``, the
+    figures logged to the stage's run, and the sidecar ``<unit>.figures.json`` the report stage reads.
 
     The sidecar holds what the inputs determine: each source as its stage and the fingerprint of its
     ``meta.json`` (:func:`pipeline.tracking.records.fingerprint`), which the report resolves to the runs recorded
@@ -157,7 +159,7 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
     saved: list[tuple[Figure, list[str]]] = []
     with atomic_dir(out) as tmp:
         write_files(tmp, output)
-        for fig, paths in zip(output.figures, save_figures(output.figures, tmp), strict=True):
+        for fig, paths in zip(output.figures, save_figures(output.figures, tmp, formats), strict=True):
             saved.append((fig, [p.name for p in paths]))
         js = save_plotly_js(tmp).name if any(fig.plotly is not None for fig in output.figures) else None
     entries = []

@@ -150,8 +150,9 @@ def test_held_units_make_the_face_newton_step():
     free = (~held).to(F64)
     lin = newton.Linearisation(dp.unsqueeze(3), free.unsqueeze(3), None)
     model = newton.Model(spec, w, m, lin)
-    k = int(held[:, 1:].sum(dim=(1, 3)).max())
-    gn = newton.GaussNewton(model, newton.held_rows(spec, w, m, st, k))
+    counts = newton.held_counts(st).tolist()
+    assert counts == [1, 1]  # layers 2 and 3 hold one unit in a sample at most (layer 1's need no row)
+    gn = newton.GaussNewton(model, newton.held_rows(spec, w, m, st, counts))
     r = torch.randn(z.shape, generator=torch.Generator().manual_seed(2), dtype=F64) * free
     d = gn.solve(r.unsqueeze(3)).squeeze(3)
     assert bool((d[held] == 0).all())

@@ -115,14 +115,24 @@ class Model:
             d.append(f[:, ell + 1] * (v[:, ell + 1] + self.j(d[-1], ell)))
         return torch.stack(d, dim=1)
 
-    def upper(self, r: torch.Tensor, layer_axis: int = 1) -> torch.Tensor:
-        """Solve Tᵀ u = r on the free units (backward sweep): u_H = r_H, u_ℓ = r_ℓ + J_ℓᵀ u_{ℓ+1}. The
-        layers of the answer stack on ``layer_axis`` (−2: ``[R, B, k, H, N]``, the Woodbury term's layout)."""
+    def upper(self, r: torch.Tensor) -> torch.Tensor:
+        """Solve Tᵀ u = r on the free units (backward sweep): u_H = r_H, u_ℓ = r_ℓ + J_ℓᵀ u_{ℓ+1}."""
         f, H = self.lin.free, self.spec.H
         u = [f[:, H - 1] * r[:, H - 1]]
         for ell in reversed(range(H - 1)):
             u.append(f[:, ell] * (r[:, ell] + self.jt(u[-1], ell)))
-        return torch.stack(u[::-1], dim=layer_axis)
+        return torch.stack(u[::-1], dim=1)
+
+    def upper_from(self, r: torch.Tensor, top: int) -> torch.Tensor:
+        """Tᵀ⁻¹ of columns ``r [R, B, k, N]`` that are nonzero in layer ``top`` alone: the backward sweep
+        starts there (the layers above stay 0), so a held unit's row costs its layers below, not all H.
+        Returns ``[R, B, k, H, N]``."""
+        f = self.lin.free
+        u = [f[:, top] * r]
+        for ell in reversed(range(top)):
+            u.append(f[:, ell] * self.jt(u[-1], ell))
+        zeros = [torch.zeros_like(r)] * (self.spec.H - 1 - top)
+        return torch.stack(u[::-1] + zeros, dim=-2)
 
     def hv(self, v: torch.Tensor) -> torch.Tensor:
         """H_z v on the free units: TᵀT v + EᵀE v + Λ v, every layer's products at once."""
@@ -144,16 +154,16 @@ class GaussNewton:
     kept per sample as one ``[k, H·N]`` matrix, so its three products are plain batched matmuls (``einsum``
     over the 5-d layout took half of a ReLU SP solve at N = 512)."""
 
-    def __init__(self, model: Model, held_rows: torch.Tensor | None = None):
-        spec, lin, m, w = model.spec, model.lin, model.m, model.w
+    def __init__(self, model: Model, held: list[tuple[int, torch.Tensor]] | None = None):
+        """``held``: per layer below a held unit, its rows ``[R, B, k_ℓ, N]`` (:func:`held_rows`)."""
+        lin, m, w = model.lin, model.m, model.w
         R, H, B, _, N = lin.dp.shape
-        rhs = torch.zeros(R, H, B, spec.d_y, N, dtype=lin.dp.dtype, device=lin.dp.device)
-        rhs[:, -1] = lin.dp[:, -1] * (m.a_out * w.w_out[:, None])  # E's rows, −J_H up to sign
-        if held_rows is not None:
-            rhs = torch.cat([rhs, held_rows], dim=3)
+        e_rows = lin.dp[:, -1] * (m.a_out * w.w_out[:, None])  # [R, B, d_y, N]: E's rows, −J_H up to sign
+        cols = [model.upper_from(e_rows, H - 1)] + [model.upper_from(rows, ell) for ell, rows in held or []]
         self.model = model
-        k = rhs.shape[3]
-        self.g = model.upper(rhs, layer_axis=-2).reshape(R * B, k, H * N)  # rows of G
+        g = torch.cat(cols, dim=2) if len(cols) > 1 else cols[0]
+        k = g.shape[2]
+        self.g = g.reshape(R * B, k, H * N)  # rows of G
         s = torch.bmm(self.g, self.g.transpose(1, 2))
         s.diagonal(dim1=-2, dim2=-1).add_(1.0)
         self.chol = torch.linalg.cholesky_ex(s).L if k else s  # S ⪰ I: no failure to check (no host read)
@@ -243,28 +253,29 @@ def state_at(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: tor
     return State(z, f, grad, grad.pow(2).mean(dim=(1, 3)).sqrt(), dp, None, curv)
 
 
-def held_rows(spec: NetSpec, w: Weights, m: Multipliers, st: State, k: int) -> torch.Tensor | None:
-    """The errors of held units as rows over the layer below (e_iᵀ J_{ℓ−1}): ``[R, H, B, k, N]``, padded
-    with zero rows to the batch's largest active set ``k`` (a held unit of the first layer has no such row:
-    its error depends on no other activity)."""
-    if not k:
-        return None
+def held_counts(st: State) -> torch.Tensor:
+    """Per layer ℓ ≥ 2 (index 1 …), the most units held in one sample: the rows that layer adds (``[H − 1]``)."""
+    return st.held[:, 1:].sum(dim=3).amax(dim=(0, 2))
+
+
+def held_rows(spec: NetSpec, w: Weights, m: Multipliers, st: State,
+              counts: list[int]) -> list[tuple[int, torch.Tensor]]:
+    """The errors of held units as rows over the layer below (e_iᵀ J_{ℓ−1}), grouped by that layer:
+    ``[(ℓ − 1, rows [R, B, k_ℓ, N])]`` for each layer ℓ ≥ 2 with held units, padded with zero rows to the
+    batch's most in that layer, ``counts[ℓ − 1]`` (:func:`held_counts`; a held unit of the first layer has
+    no such row: its error depends on no other activity)."""
     R, H, B, N = st.z.shape
-    held = st.held.clone()
-    held[:, 0] = False
-    flat = held.permute(0, 2, 1, 3).reshape(R, B, H * N)
-    score, idx = flat.to(st.z.dtype).topk(k, dim=-1)  # [R, B, k]: held units first
-    ell, unit = idx // N, idx % N
-    below = (ell - 1).clamp_min(0)
-    r_idx = torch.arange(R, device=idx.device)[:, None, None]
-    rows = m.a_hid * w.w_hid[r_idx, below, unit]  # [R, B, k, N]: a W_ℓ[i, :]
-    b_idx = torch.arange(B, device=idx.device)[None, :, None]
-    dp_below = st.dp[r_idx, below, b_idx]  # [R, B, k, N]
-    units = torch.arange(N, device=idx.device)
-    rows = rows * dp_below + m.s * (unit.unsqueeze(-1) == units).to(rows.dtype)
-    rows = rows * score.unsqueeze(-1)  # padding rows vanish
-    onehot = (below.unsqueeze(-1) == torch.arange(H, device=idx.device)).to(rows.dtype)  # [R, B, k, H]
-    return torch.einsum("rbkh,rbkn->rhbkn", onehot, rows)
+    r_idx = torch.arange(R, device=st.z.device)[:, None, None]
+    units = torch.arange(N, device=st.z.device)
+    out = []
+    for ell, k in enumerate(counts, start=1):
+        if not k:
+            continue
+        score, unit = st.held[:, ell].to(st.z.dtype).topk(k, dim=-1)  # [R, B, k]: held units first
+        rows = m.a_hid * w.w_hid[:, ell - 1][r_idx, unit]  # [R, B, k, N]: a W_ℓ[i, :]
+        rows = rows * st.dp[:, ell - 1].unsqueeze(2) + m.s * (unit.unsqueeze(-1) == units).to(rows.dtype)
+        out.append((ell - 1, rows * score.unsqueeze(-1)))  # padding rows vanish
+    return out
 
 
 def _project(spec: NetSpec, z: torch.Tensor, st: State) -> torch.Tensor:
@@ -309,14 +320,14 @@ def newton_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tens
     while True:
         done = st.residual < tol
         # held units below the first layer, the most in one sample: the rank the ReLU step adds
-        k = st.held[:, 1:].sum(dim=(1, 3)).max() if st.held is not None and spec.H > 1 else done.new_zeros(())
-        all_done, k = torch.stack([done.all().long(), k.long()]).tolist()  # the step's one host read
+        counts = held_counts(st) if st.held is not None and spec.H > 1 else done.new_zeros(0)
+        all_done, *counts = torch.cat([done.all().long().view(1), counts.long()]).tolist()  # the step's one host read
         if all_done or steps == max_steps:
             break
         steps += 1
         lin = st.linearisation()
         model = Model(spec, w, m, lin)
-        gn = GaussNewton(model, held_rows(spec, w, m, st, k) if st.held is not None else None)
+        gn = GaussNewton(model, held_rows(spec, w, m, st, counts) if st.held is not None else None)
         g = st.grad.unsqueeze(3)
         if lin.curv is None:  # linear, ReLU: the Gauss–Newton step is the Newton step
             tries = [(gn.solve(-g).squeeze(3), a) for a in STEP_SIZES]

@@ -203,3 +203,15 @@ def test_a_stage_estimated_above_24_h_by_its_probes_still_stops(_cache, monkeypa
     monkeypatch.setenv(plan.ALLOW_LONG_ENV, "1")
     p = plan.before_stage(study, fam, cfg, "S9", "cpu", lambda line: None)
     assert p.seconds == pytest.approx(plan.FIXED_SECONDS["train"] + p.flops)
+
+
+def test_a_long_first_call_is_the_measurement_and_a_short_one_only_warms(monkeypatch):
+    """A probe at a cell's own shape (eig_banded at n = 16,384 takes minutes) runs once, not twice."""
+    clock = iter(range(10_000))
+    monkeypatch.setattr(plan.time, "perf_counter", lambda: float(next(clock)) * 3.0)  # every call: 3 s
+    calls = []
+    assert plan._time(lambda: calls.append(1)) == 3.0 and len(calls) == 1
+    ticks = iter(float(i) * 0.125 for i in range(10_000))  # every call: 0.125 s (exact in binary)
+    monkeypatch.setattr(plan.time, "perf_counter", lambda: next(ticks))
+    calls.clear()
+    assert plan._time(lambda: calls.append(1)) == 0.125 and len(calls) == 1 + 2  # a warm-up, then ≥ 0.2 s timed

@@ -3,9 +3,11 @@ tiny inputs (a Hessian grid computed for real, synthetic forward-pass and theory
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
 import json
+import multiprocessing
 from typing import Any
 
 import numpy as np
@@ -235,6 +237,36 @@ def test_hessian_unit_resumes_unchanged_cells(hessian_store):
     redone = {p.part.split("/", 6)[-1] for p in parts}
     assert redone == {"width_2/3_n_hidden", "width_2/4_n_hidden", "width_4/4_n_hidden"}
     assert len(parts) == 4 * 3
+
+
+def _other_processes_in_reverse(fn, items, **_):
+    """A mapper as Ray's: every task pickled to another process, results in another order than submitted."""
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {i: pool.submit(fn, items[i]) for i in reversed(range(len(items)))}
+        for i in reversed(range(len(items))):
+            yield i, futures[i].result()
+
+
+def test_hessian_cells_as_tasks_elsewhere_and_out_of_order_give_the_same_unit(hessian_store):
+    """The cells are ``ctx.map`` tasks (a cluster computes the paper's spectra side by side): pickled to
+    other processes and finished in reverse order, every cell and summary is the same."""
+    _, cfg, parts, final = hessian_store
+    store = Store()
+    ctx = dataclasses.replace(store.ctx(cfg, "train", "hessian_init"), mapper=_other_processes_in_reverse)
+    result, elsewhere = train_module.train_hessian(ctx, "hessian_init"), []
+    while True:
+        try:
+            elsewhere.append(next(result))
+        except StopIteration as stop:
+            final2 = stop.value
+            break
+    assert [p.part for p in elsewhere] == [p.part for p in parts][::-1]
+    by_part = {p.part: p for p in parts}
+    for p in elsewhere:
+        assert p.json == by_part[p.part].json
+        for name, value in p.arrays["cell.npz"].items():
+            np.testing.assert_array_equal(value, by_part[p.part].arrays["cell.npz"][name])
+    assert final2.json == final.json and [r.params for r in final2.runs] == [r.params for r in final.runs]
 
 
 # ----------------------------------------------------------------------------- synthetic fwd_pass / theory

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -136,42 +136,81 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
     return arrays, info, eig_seconds
 
 
+@dataclass(frozen=True)
+class HessianTask:
+    """One cell to compute, picklable: a task in this process or on a Ray worker (``TRAINSCAPE_EXECUTOR``),
+    so a cluster (or a local Ray on a many-core CPU) computes the paper grid's full spectra side by side."""
+
+    config: dict[str, Any]
+    N: int
+    H: int
+    hp: HessianParams
+    legacy: bool
+    full: bool
+    device: str
+    threads: int
+
+
+def hessian_task(task: HessianTask) -> tuple[dict[str, np.ndarray], dict[str, Any], float]:
+    if task.device.startswith("cpu"):
+        torch.set_num_threads(task.threads)
+    return hessian_cell(task.config, task.N, task.H, task.hp, task.legacy, task.full, task.device)
+
+
 def train_hessian(ctx: Context, unit: str) -> Iterator[Output]:
     """Each cell is a part, written as soon as it is computed; a cell whose ``cell.json`` carries the same
-    settings is kept. The per-config summaries and MLflow runs come with the final output."""
+    settings is kept. The cells to compute are tasks of ``ctx.map`` (in this process, or Ray tasks side by
+    side). The per-config summaries and MLflow runs come with the final output."""
     cfg = unit_settings(ctx)
     hp, legacy = cfg.hessian, cfg.legacy_noskip_branch_scale
-    summaries: dict[str, Any] = {}
-    runs = []
     t_all = time.perf_counter()
     configs = hessian_configs(hp)
-    for c in ctx.track(configs, total=len(configs), desc="Hessian configs", unit="config"):
-        key = hessian_key(c)
-        cells, metrics = [], {}
-        for N in hp.widths:
-            for H in hp.depths:
-                full = is_slice(N, H, hp)
-                part = cell_dir(c, N, H)
-                settings = {"config": c, "legacy": legacy, "full": full, "dense_max_n": hp.dense_max_n,
-                            "backend": hp.backend_on(ctx.device), "tol": hp.lanczos_tol,
-                            "save_weights": hp.save_weights,
-                            "autodiff_check_max_n": hp.autodiff_check_max_n}
-                done = ctx.previous(f"{part}/cell.json")
-                if done is not None and done.get("settings") == settings:
-                    info = {k: v for k, v in done["info"].items() if k != "eig_seconds"}  # cells written before
-                else:
-                    arrays, info, metrics[f"eig_seconds_N{N}_H{H}"] = hessian_cell(c, N, H, hp, legacy, full,
-                                                                                   ctx.device)
-                    yield Output(part=part, json={"cell.json": {"settings": settings, "info": info}},
-                                 arrays={"cell.npz": arrays})
-                cells.append(info)
-                metrics.update({f"kappa_N{N}_H{H}": info["kappa"], f"lambda_max_N{N}_H{H}": info["lambda_max"],
-                                f"lambda_min_N{N}_H{H}": info["lambda_min"]})
-        summaries[f"{key}/summary.json"] = {"config": c, "legacy_noskip_branch_scale": legacy, "cells": cells}
-        runs.append(Run(key, params={**c, "legacy_noskip_branch_scale": legacy, "widths": hp.widths,
-                                     "depths": hp.depths}, metrics=metrics))
+    cells: dict[tuple[int, int, int], dict[str, Any]] = {}  # (config, N, H) -> info
+    tasks, keys = [], []
+    for i, c in enumerate(configs):
+        for N, H in itertools.product(hp.widths, hp.depths):
+            full = is_slice(N, H, hp)
+            settings = cell_settings(c, hp, legacy, full, str(ctx.device))
+            done = ctx.previous(f"{cell_dir(c, N, H)}/cell.json")
+            if done is not None and done.get("settings") == settings:
+                cells[(i, N, H)] = {k: v for k, v in done["info"].items() if k != "eig_seconds"}  # written before
+            else:
+                tasks.append(HessianTask(c, N, H, hp, legacy, full, str(ctx.device), cfg.threads))
+                keys.append((i, N, H))
+    ctx.log(f"hessian_init: {len(configs)} configs, {len(cells)} cells kept, {len(tasks)} to compute")
+    eig_seconds: dict[tuple[int, int, int], float] = {}
+    finished = ctx.map(hessian_task, tasks, gpus=0 if str(ctx.device).startswith("cpu") else 1)
+    for j, (arrays, info, seconds) in ctx.track(finished, total=len(tasks), desc="Hessian cells", unit="cell"):
+        i, N, H = keys[j]
+        c, t = configs[i], tasks[j]
+        cells[keys[j]], eig_seconds[keys[j]] = info, seconds
+        yield Output(part=cell_dir(c, N, H),
+                     json={"cell.json": {"settings": cell_settings(c, hp, legacy, t.full, t.device), "info": info}},
+                     arrays={"cell.npz": arrays})
+    summaries: dict[str, Any] = {}
+    runs = []
+    for i, c in enumerate(configs):
+        infos, metrics = [], {}
+        for N, H in itertools.product(hp.widths, hp.depths):
+            info = cells[(i, N, H)]
+            infos.append(info)
+            if (i, N, H) in eig_seconds:  # wall clock: the config's MLflow run, never the cell's record
+                metrics[f"eig_seconds_N{N}_H{H}"] = eig_seconds[(i, N, H)]
+            metrics.update({f"kappa_N{N}_H{H}": info["kappa"], f"lambda_max_N{N}_H{H}": info["lambda_max"],
+                            f"lambda_min_N{N}_H{H}": info["lambda_min"]})
+        summaries[f"{hessian_key(c)}/summary.json"] = {"config": c, "legacy_noskip_branch_scale": legacy,
+                                                       "cells": infos}
+        runs.append(Run(hessian_key(c), params={**c, "legacy_noskip_branch_scale": legacy, "widths": hp.widths,
+                                                "depths": hp.depths}, metrics=metrics))
     ctx.log(f"hessian_init: {len(configs)} configs in {time.perf_counter() - t_all:.1f} s")
     return Output(json={**summaries, "configs.json": {"configs": [hessian_key(c) for c in configs]}}, runs=runs)
+
+
+def cell_settings(c: dict[str, Any], hp: HessianParams, legacy: bool, full: bool, device: str) -> dict[str, Any]:
+    """What a cell's numbers depend on: a kept cell must have been computed with these."""
+    return {"config": c, "legacy": legacy, "full": full, "dense_max_n": hp.dense_max_n,
+            "backend": hp.backend_on(device), "tol": hp.lanczos_tol, "save_weights": hp.save_weights,
+            "autodiff_check_max_n": hp.autodiff_check_max_n}
 
 
 # ----------------------------------------------------------------------------- data

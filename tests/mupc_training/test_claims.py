@@ -4,6 +4,7 @@ extract's and fails when the number it turns on moves."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import pytest
 
@@ -109,16 +110,31 @@ def test_f7_and_f13_findings_hold_on_numbers_like_the_papers():
     assert _row("mupc_broad_activity_lr_band", OWN)["measured"]["mnist/relu/H=128"] == pytest.approx(1e4)
 
 
-def test_f7_fails_when_the_sweep_picks_the_far_end_of_the_grid_in_many_cells():
+def _f7_picks(pick: Callable[[str, float], float]) -> dict:
+    """OWN with the sweep's pick of each F7 cell replaced by ``pick(cell key, table value)``."""
     moved = copy.deepcopy(OWN)
-    cells = moved["mupc_training_extract@F7"]["best_act_lr"]
-    for k in list(cells)[:3]:  # 3 of 9 cells two steps from the table: share 2/3 < 3/4
-        cells[k] = {**cells[k], "computed": 0.05 if cells[k]["table"] == 0.5 else 0.5, "steps": 2}
-    row = _row("sp_sweep_picks_notebook_lrs", moved)
-    assert row["status"] == "fails" and len(row["measured"]["misses"]) == 3
-    cells[list(cells)[0]]["steps"] = 0
-    cells[list(cells)[1]]["steps"] = 0
-    assert _row("sp_sweep_picks_notebook_lrs", moved)["status"] == "holds"  # 1 of 9 misses
+    for key, cell in moved["mupc_training_extract@F7"]["best_act_lr"].items():
+        lr = pick(key, cell["table"])
+        cell.update(computed=lr, steps=abs(cell["grid"].index(lr) - cell["grid"].index(cell["table"])))
+    return moved
+
+
+def test_f7_fails_for_one_lr_everywhere_and_for_picks_that_leave_the_table():
+    """S1's grid has three values: the middle one is every table value's neighbour, and one lr everywhere
+    matches many cells; the notebook's picks fall with depth in every (dataset, activation) pair."""
+    middle = _row("sp_sweep_picks_notebook_lrs", _f7_picks(lambda _k, _t: 0.1))
+    assert middle["status"] == "fails" and middle["measured"]["share"] == 0.0
+    small = _row("sp_sweep_picks_notebook_lrs", _f7_picks(lambda _k, _t: 0.05))
+    assert small["status"] == "fails" and small["measured"]["share"] == pytest.approx(6 / 9)
+    assert small["measured"]["falls_with_depth"] == 0.0
+    off = [f"mnist/{a}/H={h}" for a in ACTS for h in (16, 32)][:5]  # 5 of 9 cells off the table, still falling
+    row = _row("sp_sweep_picks_notebook_lrs", _f7_picks(lambda k, t: 0.1 if k in off else t))
+    assert row["status"] == "fails" and len(row["measured"]["misses"]) == 5
+    assert row["measured"]["falls_with_depth"] == 1.0
+    four = _row("sp_sweep_picks_notebook_lrs", _f7_picks(lambda k, t: 0.1 if k in off[:4] else t))
+    assert four["status"] == "holds"  # 5 of 9 exact
+    flat = _row("sp_sweep_picks_notebook_lrs", _f7_picks(lambda k, t: 0.5 if k == "mnist/relu/H=32" else t))
+    assert flat["status"] == "fails" and flat["measured"]["falls_with_depth"] == pytest.approx(2 / 3)
     none = copy.deepcopy(OWN)
     for v in none["mupc_training_extract@F7"]["best_act_lr"].values():
         v["steps"] = None  # no cell of table 5.3 in the grid: nothing to compare

@@ -143,18 +143,28 @@ def interior_optimum(opt: Any, grid: Any) -> tuple[bool, Any]:
     return all(inside.values()), {"optima": {a: list(p) for a, p in sorted(optima.items())}, "grid": axes}
 
 
-def picks_near_table(best_act_lr: Any, *, steps: int, share: float) -> tuple[bool, Any]:
-    """F7: in at least ``share`` of the cells that table 5.3 lists, the sweep's best activity lr (mean over
-    seeds of the final accuracy) is the notebook's or within ``steps`` steps of it on the swept grid;
-    measured: the share and the cells that miss (computed, table)."""
+def picks_table_lrs(best_act_lr: Any, *, share: float, falls: float) -> tuple[bool, Any]:
+    """F7: the sweep's best activity lr (mean over seeds of the final accuracy) is table 5.3's exactly in at
+    least ``share`` of the table's cells, and, as in the table (every one of its 6 (dataset, activation)
+    pairs), it is lower at the deepest H than at the shallowest in at least ``falls`` of the pairs. On S1's
+    three-value grid "the table's or its neighbour" holds for any pick of the middle value, and one lr
+    everywhere matches up to 10 of 18 cells; neither passes both. Measured: the share, the cells that miss
+    (computed, table) and the deepest against the shallowest pick per pair."""
     if not isinstance(best_act_lr, Mapping):
         return False, None
     rated = {k: v for k, v in best_act_lr.items() if isinstance(v, Mapping) and v.get("steps") is not None}
     if not rated:
         return False, None
-    misses = {k: [v["computed"], v["table"]] for k, v in rated.items() if v["steps"] > steps}
+    misses = {k: [v["computed"], v["table"]] for k, v in rated.items() if v["steps"] != 0}
     got = 1 - len(misses) / len(rated)
-    return got >= share, {"share": got, "cells": len(rated), "misses": misses}
+    by_pair: dict[str, dict[int, float]] = {}
+    for key, v in rated.items():
+        pair, _, depth = key.rpartition("/H=")
+        by_pair.setdefault(pair, {})[int(depth)] = float(v["computed"])
+    ends = {pair: [picks[min(picks)], picks[max(picks)]] for pair, picks in sorted(by_pair.items()) if len(picks) > 1}
+    fell = sum(deep < shallow for shallow, deep in ends.values()) / len(ends) if ends else 0.0
+    return got >= share and fell >= falls, {"share": got, "cells": len(rated), "misses": misses,
+                                            "falls_with_depth": fell, "shallow_deep": ends}
 
 
 def trainable_band(per_lr: Any, *, level: float, span: float) -> tuple[bool, Any]:
@@ -338,10 +348,12 @@ NEIGHBOURING_OPTIMA = partial(transfers, steps=1)
 
 CLAIMS = (
     Claim("sp_sweep_picks_notebook_lrs", "F7 (test_accs_GD_{act}_{H}_n_hidden; spec §5.3, §8.1)",
-          "Standard PC (GD inference): the activity-lr sweep picks the notebook's best rates: in at least 3 of "
-          "every 4 (dataset, activation, depth) cells of table 5.3 the rate with the best final accuracy is "
-          "the notebook's or its neighbour on the swept grid.",
-          ((fam("F7"), "best_act_lr"),), partial(picks_near_table, steps=1, share=0.75), figures=("F7",),
+          "Standard PC (GD inference): the activity-lr sweep picks the notebook's best rates: in at least half "
+          "of table 5.3's (dataset, activation, depth) cells the rate with the best final accuracy is the "
+          "notebook's, and, as in every row of the table, the deepest net's best rate is below the shallowest "
+          "one's in at least 5 of 6 (dataset, activation) pairs (one lr everywhere, or the grid's middle "
+          "value, fails).",
+          ((fam("F7"), "best_act_lr"),), partial(picks_table_lrs, share=0.5, falls=0.8), figures=("F7",),
           fails_on={"smoke": "smoke's S1 grid (H = 2, 4) holds none of table 5.3's cells (H = 8, 16, 32)"},
           role=FINDING),
     Claim("mupc_broad_activity_lr_band", "F13 (test_accs_muPC_{act}_{H}_n_hidden; paper Figs. A.16–A.18)",

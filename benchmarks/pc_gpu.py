@@ -245,7 +245,7 @@ def paper_estimate(rows: list[Row], flops: Callable[..., tuple[float, float]]) -
     per_sweep: dict[str, float] = {}
     missing: set[str] = set()
     for unit in cfg.sweep_ids:
-        if cfg.sweeps[unit].kind != "pc":
+        if cfg.sweeps[unit].method != "pc":
             continue
         prec = precision(sweep_dtype(cfg, unit), cfg.allow_tf32, "cuda")
         for group in stack_groups(expand(cfg, unit), cfg.max_stack):

@@ -119,6 +119,11 @@ def _validate_dataclass(cls: Any, value: Any, path: str) -> Any:
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(value) - set(fields))
+    renamed = getattr(cls, "RENAMED", {})  # a schema's old spellings: {old key: its name now}
+    for key in unknown:
+        if key in renamed:
+            raise ConfigError(f"{params_file(path)}: {path}.{key} = {value[key]!r} is not allowed; allowed: the same "
+                              f"value under its new name, {renamed[key]} ({path}.{renamed[key]})")
     if unknown:
         key = unknown[0]
         raise ConfigError(f"{params_file(path)}: {path}.{key} is not a known key; allowed keys: {sorted(fields)}")

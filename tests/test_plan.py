@@ -72,7 +72,7 @@ def test_a_run_counts_iterations_evaluations_and_the_hessian_monitor():
     monitor = (1 + evals) * (2 * 4 * 16**3 + 4 * n**3 / 3)  # blocks, dense eigvalsh (n ≤ hessian_dense_max_n)
     assert mupc_cost.run_flops(cfg, rc) == (train, monitor)
     bp = RunConfig(dataset="mnist", N=16, H=4, act="relu", param="depth_mup", init="standard_gauss", skips=True,
-                   seed=0, epochs=1, test_every=8, param_lr=1e-3, kind="bp")
+                   seed=0, epochs=1, test_every=8, param_lr=1e-3, method="bp")
     f = 2 * 64 * (784 * 16 + 3 * 16 * 16 + 10 * 16)
     assert mupc_cost.run_flops(cfg, bp) == (32 * 3 * f + 4 * f * 1024 / 64, 0.0)
 

@@ -211,7 +211,7 @@ CHANCE = 10.0
 
 def init_loss(rc: RunConfig) -> float:
     """The train loss of the untrained net: a function of the net and its seed, never of the learning rates."""
-    net = f"{rc.kind}/{rc.dataset}/{rc.N}/{rc.H}/{rc.act}/{rc.param}/{rc.init}/{rc.skips}/{rc.seed}"
+    net = f"{rc.method}/{rc.dataset}/{rc.N}/{rc.H}/{rc.act}/{rc.param}/{rc.init}/{rc.skips}/{rc.seed}"
     return 2.3 + 0.1 * (zlib.crc32(net.encode()) % 1000) / 1000
 
 
@@ -220,7 +220,7 @@ def mupc_untrained(rc: RunConfig) -> dict[str, np.ndarray]:
     value throughout (growing with depth: 10·H² for SP, 10·H for μPC)."""
     n = 3 * rc.epochs
     out = {"test_accs": np.full(n, CHANCE), "test_losses": np.full(n, init_loss(rc))}
-    out["train_losses" if rc.kind == "bp" else "batch_train_losses"] = np.full(4, init_loss(rc))
+    out["train_losses" if rc.method == "bp" else "batch_train_losses"] = np.full(4, init_loss(rc))
     if rc.metrics == "hessian":
         kappa = 10.0 * rc.H ** (2 if rc.param == "sp" else 1)
         out.update(lambda_min=np.full(n + 1, 0.1), lambda_max=np.full(n + 1, 0.1 * kappa),

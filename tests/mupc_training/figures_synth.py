@@ -54,7 +54,7 @@ def grids() -> dict[str, list[RunConfig]]:
                 for a in ACTS for H in (2, 4, 8) for s in (0, 1)]
     g["S13"] = [_pc(H=8, T=8, act=a, skips=True, act_lr=al, param_lr=pl, seed=0)  # (0.1, 1): no evaluation
                 for a in ACTS for al in (1.0, 0.1) for pl in (0.1, 0.01)]
-    bp = dict(kind="bp", param="depth_mup", init="standard_gauss", skips=True, T=0, act_lr=0.0)
+    bp = dict(method="bp", param="depth_mup", init="standard_gauss", skips=True, T=0, act_lr=0.0)
     g["B1"] = ([_pc(H=2, act=a, param_lr=lr, seed=s, **bp) for a in ACTS for lr in (0.01, 0.001) for s in (0, 1)]
                + [_pc(dataset=ds, H=2, act="relu", epochs=2, param_lr=lr, seed=s, **bp)
                   for ds in ("mnist", "fashion_mnist") for lr in (0.01, 0.001) for s in (0, 1)])
@@ -69,9 +69,9 @@ def arrays_for(rc: RunConfig) -> tuple[dict[str, np.ndarray], str]:
     rng = np.random.default_rng(zlib.crc32(rc.hash().encode()))
     n_iter = ITERS_PER_EPOCH * rc.epochs
     stop, status = n_iter, "finished"
-    if rc.kind == "pc" and rc.act_lr >= 1.0 and rc.seed == 1:
+    if rc.method == "pc" and rc.act_lr >= 1.0 and rc.seed == 1:
         stop, status = 2 * rc.test_every + 3, "diverged"  # two evaluations, then NaN loss
-    if rc.kind == "pc" and rc.act_lr >= 1.0 and rc.H == 8 and rc.seed == 0 and rc.param_lr == 0.1:
+    if rc.method == "pc" and rc.act_lr >= 1.0 and rc.H == 8 and rc.seed == 0 and rc.param_lr == 0.1:
         stop, status = 3, "diverged"  # no evaluation at all
     quality = 60 + 30 * rng.random() - 2 * rc.H
     losses = 0.5 * np.exp(-np.arange(stop) / 20) + 0.01 * rng.random(stop)

@@ -54,7 +54,7 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     meta = json.loads((s5 / "meta.json").read_text())
     rec = repo_copy.run_record(S5, "artifacts/mupc_training/train/S5/meta.json")
     assert len(rec["execution"]["trained"]) == 2 and rec["run_key"] and meta["stage"] == S5
-    rc = RunConfig(**index["runs"][0]["run"])
+    rc = RunConfig.from_record(index["runs"][0]["run"])
     run = s5 / "runs" / rc.hash()
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["hash"] == rc.hash() and cfg["data"] == {"n_train": 256, "n_test": 128}

@@ -4,6 +4,8 @@ trainers, early stopping, resumption of a sweep unit, and a μPC run that learns
 from __future__ import annotations
 
 import copy
+import dataclasses
+import hashlib
 import json
 import re
 import shutil
@@ -66,7 +68,7 @@ def test_every_profile_resolves_with_its_values():
     assert smoke.sweeps["S1"].grids[0].N == [16] and smoke.sweeps["S1"].grids[0].T == [20]
     assert medium.sweeps["S1"].grids[0].T == [200] and paper.sweeps["S1"].grids[0].T == [500]
     assert medium.sweeps["S11"].grids[0].epochs == 3 and paper.sweeps["S11"].grids[0].epochs == 15
-    assert all(c.sweeps["S9"].kind == "pc" and c.sweeps["S9"].metrics == "hessian" for c in (smoke, medium, paper))
+    assert all(c.sweeps["S9"].method == "pc" and c.sweeps["S9"].metrics == "hessian" for c in (smoke, medium, paper))
     assert (smoke.figures.selection, medium.figures.selection, paper.figures.selection) == (
         "computed", "computed", "table")
     assert smoke.figures.chance_cells == {}
@@ -91,7 +93,7 @@ def test_paper_grids_match_spec_counts():
     assert {rc.T for rc in s6 if rc.H == 64} == {64}  # T = "H"
     s4 = expand(cfg, "S4")
     assert max(rc.H for rc in s4 if rc.act == "relu") == 32 and max(rc.H for rc in s4 if rc.act == "tanh") == 128
-    assert all(rc.kind == "bp" and rc.skips for rc in expand(cfg, "B1"))
+    assert all(rc.method == "bp" and rc.skips for rc in expand(cfg, "B1"))
 
 
 def test_s13_per_profile():
@@ -138,10 +140,26 @@ def test_params_validation_errors(profile, path, value, msg):
         training_cfg(raw, profile)
 
 
+def test_a_sweep_written_with_kind_is_told_its_new_name_and_a_run_keeps_its_hash():
+    """``kind`` (pc | bp) is ``method`` now: the old spelling is named with the key to write; a run's hash
+    (its folder, resumption) is over the old field name, so runs recorded before resume and keep their folders."""
+    raw = copy.deepcopy(raw_section())
+    raw["sweeps"]["S1"]["kind"] = raw["sweeps"]["S1"].pop("method")
+    with pytest.raises(ConfigError, match=re.escape(
+            "mupc_training.sweeps.S1.kind = 'pc' is not allowed; allowed: the same value under its new name, "
+            "method (mupc_training.sweeps.S1.method)")):
+        training_cfg(raw)
+    rc = expand(training_cfg(raw_section()), "S1")[0]
+    old = dataclasses.asdict(rc)
+    old["kind"] = old.pop("method")
+    assert rc.hash() == hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
+    assert RunConfig.from_record(old) == RunConfig.from_record(rc.as_params()) == rc
+
+
 def test_sweeps_must_match_sweep_ids_and_families_their_sweeps():
     raw = copy.deepcopy(raw_section())
-    del raw["sweeps"]["S7"]  # the smoke override alone has no kind
-    with pytest.raises(ConfigError, match=re.escape("mupc_training.sweeps.S7.kind is missing")):
+    del raw["sweeps"]["S7"]  # the smoke override alone has no method
+    with pytest.raises(ConfigError, match=re.escape("mupc_training.sweeps.S7.method is missing")):
         training_cfg(raw)
     raw = copy.deepcopy(raw_section())
     raw["sweep_ids"].remove("S7")
@@ -218,7 +236,7 @@ def test_stacked_group_reproduces_runs_one_by_one():
 def test_stacked_bp_and_adam_inference_reproduce_runs_one_by_one():
     data = synthetic()
     bp = [RunConfig(dataset="mnist", N=8, H=3, act="relu", param="depth_mup", init="standard_gauss", skips=True,
-                    seed=s, epochs=1, test_every=2, param_lr=lr, kind="bp") for s in (0, 1) for lr in (1e-3, 1e-2)]
+                    seed=s, epochs=1, test_every=2, param_lr=lr, method="bp") for s in (0, 1) for lr in (1e-3, 1e-2)]
     adam = [pc_run(seed=s, act_lr=a, act_optim="adam", metrics="basic") for s in (0, 1) for a in (0.05, 0.5)]
     for runs in (bp, adam):
         stacked = train_group(runs, data, "cpu")
@@ -311,7 +329,7 @@ def test_a_stack_sheds_stopped_runs_and_each_run_equals_it_alone(monkeypatch):
 def test_a_bp_stack_sheds_stopped_runs_and_each_run_equals_it_alone(monkeypatch):
     data = float64(synthetic(n_train=1024))
     runs = [RunConfig(dataset="mnist", N=8, H=3, act="relu", param="depth_mup", init="standard_gauss", skips=True,
-                      seed=s, epochs=2, test_every=2, param_lr=lr, kind="bp") for s in (0, 1) for lr in (3e-2, 1e3)]
+                      seed=s, epochs=2, test_every=2, param_lr=lr, method="bp") for s in (0, 1) for lr in (3e-2, 1e3)]
     sizes = _stack_sizes(monkeypatch)
     stacked = train_group(runs, data, "cpu", torch.float64)
     assert [(r.status, r.stop_iter) for r in stacked] == [("finished", 32)] + [("no_learning", 2)] * 3
@@ -397,7 +415,7 @@ def test_resumption_recomputes_only_missing_runs(tmp_path, monkeypatch):
     first = {rc.hash(): read_file(out / "runs" / rc.hash() / "arrays.npz") for rc in runs}
     index = read_file(out / "index.json")
     assert [e["hash"] for e in index["runs"]] == [rc.hash() for rc in runs]
-    assert [RunConfig(**e["run"]) for e in index["runs"]] == runs
+    assert [RunConfig.from_record(e["run"]) for e in index["runs"]] == runs
     assert all(e["status"] in ("finished", "diverged", "no_learning") for e in index["runs"])
     record = read_file(out / "runs" / runs[0].hash() / "config.json")
     assert record["hash"] == runs[0].hash() and record["data"] == {"n_train": 256, "n_test": 128}

@@ -68,7 +68,7 @@ def paperlike(rc: RunConfig) -> dict[str, np.ndarray]:
     """μPC trains to ≈ 90 % at its notebook lrs, BP to 97 %, standard PC to 91 % where it trains and diverges
     before its first test (no evaluation) where the paper says it fails."""
     n = n_evals(rc)
-    if rc.kind == "bp":
+    if rc.method == "bp":
         return {"train_losses": np.full(4, 0.1), "test_accs": curve(97.0, n), "test_losses": np.full(n, 0.1)}
     if rc.param == "sp":
         if pc_fails(rc):
@@ -125,7 +125,7 @@ def early_seed(rc: RunConfig) -> dict[str, np.ndarray]:
         if rc.seed == 2:
             out["test_accs"] = np.array([top - 5.0 if rc.dataset == "mnist" else top - 2.0])
             out["batch_train_losses"] = np.array([0.05, np.nan])
-    if rc.kind == "bp" and rc.dataset == "fashion_mnist":
+    if rc.method == "bp" and rc.dataset == "fashion_mnist":
         out["test_accs"] = curve(89.0, n_evals(rc))
     return out
 
@@ -153,7 +153,7 @@ def test_an_early_stopped_bp_seed_keeps_its_last_value():
 
     def arrays(rc: RunConfig) -> dict[str, np.ndarray]:
         out = paperlike(rc)
-        if rc.kind == "bp" and rc.seed == seeds[0]:
+        if rc.method == "bp" and rc.seed == seeds[0]:
             n = len(out["test_accs"])
             out["test_accs"] = np.concatenate([out["test_accs"][: max(2, n // 3)], [np.nan]])[:-1]
         return out

@@ -23,8 +23,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 
 def fmt_num(v: float | int) -> str:
@@ -46,7 +47,7 @@ class RunConfig:
     epochs: int
     test_every: int
     param_lr: float
-    kind: Literal["pc", "bp"] = "pc"
+    method: Literal["pc", "bp"] = "pc"  # predictive coding or backprop
     T: int = 0  # max inference steps (PC)
     act_optim: Literal["gd", "adam"] = "gd"
     act_lr: float = 0.0
@@ -58,7 +59,7 @@ class RunConfig:
 
     def key(self) -> str:
         ds = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}[self.dataset]
-        if self.kind == "bp":
+        if self.method == "bp":
             return (f"bp_results/{ds}/width_{self.N}/{self.H}_n_hidden/{self.act}/{self.param}_param/adam/"
                     f"lr_{fmt_num(self.param_lr)}/batch_size_{self.batch_size}/{self.epochs}_epochs/"
                     f"test_every_{self.test_every}/{self.seed}")
@@ -71,12 +72,24 @@ class RunConfig:
                 f"test_every_{self.test_every}/{self.metrics}/{self.seed}")
 
     def hash(self) -> str:
-        """Stable id of the configuration (folder name; resumption compares it)."""
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        """Stable id of the configuration (folder name; resumption compares it), over the field names runs
+        were first recorded with (``method`` was ``kind``): a run keeps its folder and resumes."""
+        fields = dataclasses.asdict(self)
+        fields["kind"] = fields.pop("method")
+        blob = json.dumps(fields, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def as_params(self) -> dict[str, object]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_record(cls, run: Mapping[str, Any]) -> RunConfig:
+        """A run as an index or ``config.json`` records it, also one recorded before ``kind`` became ``method``
+        (the runs of the H100 fixtures)."""
+        fields = dict(run)
+        if "kind" in fields:
+            fields["method"] = fields.pop("kind")
+        return cls(**fields)
 
 
 RUN_ARRAYS = ("batch_train_losses", "test_accs", "test_losses", "n_infer_iters", "lambda_min",

@@ -15,7 +15,7 @@ notebook's best-learning-rate tables of §5.3 and the chance cells of §5.4)::
       hessian_dense_max_n: {cpu: 1024, cuda: 1024}   # dense eigvalsh of H_z up to n = N·H, per device type
       sweeps:
         S1:
-          kind: pc                            # pc | bp
+          method: pc                          # pc | bp
           metrics: hessian                    # basic | hessian
           dtype: float64                      # optional: this sweep's dtype (null: the section's)
           grids:                              # union of cartesian blocks
@@ -35,7 +35,7 @@ of its blocks; ``T: ["H"]`` means T = H. For BP sweeps ``param_lrs`` are the BP 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pipeline.config import ConfigError, bounded, check, params_file
 from pipeline.studies.mupc.training.families import FAMILIES
@@ -83,7 +83,8 @@ class Grid:
 
 @dataclass(frozen=True)
 class Sweep:
-    kind: Literal["pc", "bp"]
+    RENAMED: ClassVar[dict[str, str]] = {"kind": "method"}  # old spelling -> key (config.validate says so)
+    method: Literal["pc", "bp"]
     metrics: Literal["basic", "hessian"]
     grids: list[Grid]
     # the sweep's training dtype (null: the section's ``dtype``); the paper's reference scripts differ:
@@ -92,11 +93,11 @@ class Sweep:
 
     def check(self, path: str) -> None:
         check(len(self.grids) > 0, f"{path}.grids", self.grids, "at least one grid block")
-        check(self.kind == "pc" or self.metrics == "basic", f"{path}.metrics", self.metrics,
+        check(self.method == "pc" or self.metrics == "basic", f"{path}.metrics", self.metrics,
               "'basic' for BP sweeps (the activity Hessian is a PC quantity)")
         for i, g in enumerate(self.grids):
             gp = f"{path}.grids[{i}]"
-            if self.kind == "pc":
+            if self.method == "pc":
                 check(all(t == "H" or t >= 1 for t in g.T), f"{gp}.T", g.T, "integers >= 1 or 'H' for PC sweeps")
                 check(bool(g.act_lrs) and all(v > 0 for v in g.act_lrs), f"{gp}.act_lrs", g.act_lrs,
                       "a non-empty list of positive numbers for PC sweeps")
@@ -207,11 +208,11 @@ class DenseMaxN:
 
     def for_device(self, device: str) -> int:
         """The value for ``device`` ('cpu', 'cuda' or 'cuda:<n>': its type counts)."""
-        kind = str(device).partition(":")[0]
-        if kind not in DEVICE_TYPES:
+        device_type = str(device).partition(":")[0]
+        if device_type not in DEVICE_TYPES:
             raise ConfigError(f"{params_file(DENSE_MAX_N_KEY)}: {DENSE_MAX_N_KEY} has no value for device "
                               f"{device!r}; allowed devices: 'cpu', 'cuda' or 'cuda:<n>'")
-        return int(getattr(self, kind))
+        return int(getattr(self, device_type))
 
 
 DEVICE_TYPES = tuple(f.name for f in fields(DenseMaxN))
@@ -249,7 +250,7 @@ class TrainingParams:
               f"exactly the sweep_ids {self.sweep_ids}")
         for sid, sw in self.sweeps.items():
             want = "bp" if sid.startswith("B") else "pc"
-            check(sw.kind == want, f"{path}.sweeps.{sid}.kind", sw.kind, repr(want))
+            check(sw.method == want, f"{path}.sweeps.{sid}.method", sw.method, repr(want))
         for fam, spec in FAMILIES.items():  # every family renders: the sweeps it reads are trained
             for s in spec.reads():
                 check(s in self.sweep_ids, f"{path}.sweep_ids", self.sweep_ids,

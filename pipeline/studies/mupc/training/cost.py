@@ -159,7 +159,7 @@ def run_flops(cfg: TrainingParams, rc: RunConfig, device: str = "cpu") -> tuple[
     its = iterations(cfg, rc)
     evals = its // rc.test_every
     evaluation = evals * evaluation_flops(rc.N, rc.H, test_images(cfg))
-    if rc.kind == "bp":
+    if rc.method == "bp":
         return its * bp_iteration_flops(rc.N, rc.H, rc.batch_size) + evaluation, 0.0
     step = iteration_flops(rc.N, rc.H, rc.T, rc.batch_size, front=not rc.activity_decay)[1]
     hess = 0.0
@@ -179,7 +179,7 @@ def group_work(cfg: TrainingParams, group: Sequence[RunConfig], prec: str, devic
     rc, R = group[0], len(group)
     flops = [run_flops(cfg, r, device) for r in group]
     threads = cfg.threads
-    if rc.kind == "bp":
+    if rc.method == "bp":
         shape = {"N": rc.N, "H": rc.H, "runs": R, "precision": prec, "threads": threads}
         out = [Work(f"bp N={rc.N} H={rc.H}, {R} runs per group", "bp_step", shape, sum(f[0] for f in flops))]
     else:

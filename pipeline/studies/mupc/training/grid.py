@@ -108,7 +108,7 @@ def expected_len(env: Env, sweep: str, rc: RunConfig, name: str = "test_accs") -
     """Expected series length: the longest run of the sweep with the same schedule (a finished
     run records every evaluation)."""
     same = pick(env.sweeps.runs(sweep), dataset=rc.dataset, epochs=rc.epochs, test_every=rc.test_every,
-                kind=rc.kind)
+                method=rc.method)
     return max(len(env.sweeps.series(sweep, r, name)) for r in same)
 
 
@@ -336,7 +336,7 @@ def bp_lr(env: Env, ds: str, epochs: int, act: str) -> float | None:
 
 
 def bp_cell(env: Env, sweep: str, ds: str, act: str, H: int, epochs: int) -> tuple[list[RunConfig], float]:
-    cell = pick(env.sweeps.runs(sweep), kind="bp", dataset=ds, act=act, H=H, epochs=epochs)
+    cell = pick(env.sweeps.runs(sweep), method="bp", dataset=ds, act=act, H=H, epochs=epochs)
     if not cell:
         raise RenderError(f"{env.family}: {sweep} has no BP run for {ds}, {act}, H={H}, {epochs} epochs")
     lr = bp_lr(env, ds, epochs, act)

@@ -78,9 +78,9 @@ def scaled(flops: Callable[[int, int, int], float], H: int, T: int, R: int, budg
     return H, T, R
 
 
-def _run(N: int, H: int, T: int, act_optim: str, front: bool, kind: str = "pc") -> RunConfig:
+def _run(N: int, H: int, T: int, act_optim: str, front: bool, method: str = "pc") -> RunConfig:
     return RunConfig(dataset="mnist", N=N, H=H, act="tanh", param="mupc", init="standard_gauss", skips=True, seed=0,
-                     epochs=1, test_every=1, param_lr=1e-3, kind=kind, T=T, act_optim=act_optim, act_lr=0.1,
+                     epochs=1, test_every=1, param_lr=1e-3, method=method, T=T, act_optim=act_optim, act_lr=0.1,
                      activity_decay=0.0 if front else 0.1)
 
 
@@ -120,7 +120,7 @@ def bp_step(*, N: int, H: int, runs: int, precision: str, threads: int, device: 
     """One BP iteration (feed-forward, autograd, Adam) of a stack of runs, as ``train_bp_group`` forms it."""
     _setup(threads, precision, device)
     H, _, R = scaled(lambda h, t, r: r * bp_iteration_flops(N, h), H, 0, runs, budget)
-    rc = _run(N, H, 0, "gd", True, kind="bp")
+    rc = _run(N, H, 0, "gd", True, method="bp")
     spec, dtype = net_spec(rc), _dtype(precision)
     w = init_weights(spec, list(range(R)), dtype=dtype, device=device)
     opt = Adam(w.tensors(), torch.full((R,), 1e-3, dtype=dtype, device=device))

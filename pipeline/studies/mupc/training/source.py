@@ -48,7 +48,7 @@ def from_reader(read: Reader) -> Sweeps:
     """The sweeps of the train units, through a stage reader (``ctx.read``)."""
 
     def expand(sweep: str) -> list[RunConfig]:
-        return [RunConfig(**entry["run"]) for entry in read("train", sweep, "index.json")["runs"]]
+        return [RunConfig.from_record(entry["run"]) for entry in read("train", sweep, "index.json")["runs"]]
 
     def load(sweep: str, rc: RunConfig) -> dict[str, np.ndarray]:
         try:

@@ -8,7 +8,7 @@
   profile (RunConfig fields, key, hash, status): what the renderers read.
 * :func:`stack_groups` partitions runs into groups trained together along the run axis: runs that
   share every shape-relevant field (dataset, N, H, act, skips, init, param, T, act optim, activity
-  decay, epochs, test_every, metrics, kind) and differ only in seed, act lr and param lr.
+  decay, epochs, test_every, metrics, method) and differ only in seed, act lr and param lr.
 """
 
 from __future__ import annotations
@@ -52,20 +52,20 @@ def resolve_T(T: int | str, H: int) -> int:
     return H if T == "H" else int(T)
 
 
-def expand_grid(g: Grid, kind: str, metrics: str) -> list[RunConfig]:
+def expand_grid(g: Grid, method: str, metrics: str) -> list[RunConfig]:
     out = []
-    if kind == "bp":
+    if method == "bp":
         for ds, N, H, act, skips, lr, E, seed in itertools.product(
                 g.datasets, g.N, g.H, g.acts, g.skips, g.param_lrs, [g.epochs], g.seeds):
             out.append(RunConfig(dataset=ds, N=N, H=H, act=act, param=g.param, init=g.init, skips=skips,
                                  seed=seed, epochs=E, test_every=g.test_every, param_lr=float(lr),
-                                 kind="bp", metrics="basic"))
+                                 method="bp", metrics="basic"))
         return out
     for ds, N, H, act, skips, T, decay, plr, alr, seed in itertools.product(
             g.datasets, g.N, g.H, g.acts, g.skips, g.T, g.activity_decays, g.param_lrs, g.act_lrs, g.seeds):
         out.append(RunConfig(dataset=ds, N=N, H=H, act=act, param=g.param, init=g.init, skips=skips,
                              seed=seed, epochs=g.epochs, test_every=g.test_every, param_lr=float(plr),
-                             kind="pc", T=resolve_T(T, H), act_optim=g.act_optim, act_lr=float(alr),
+                             method="pc", T=resolve_T(T, H), act_optim=g.act_optim, act_lr=float(alr),
                              activity_decay=float(decay), metrics=metrics))
     return out
 
@@ -73,7 +73,7 @@ def expand_grid(g: Grid, kind: str, metrics: str) -> list[RunConfig]:
 def expand_sweep(sweep: Sweep) -> list[RunConfig]:
     seen: dict[RunConfig, None] = {}
     for g in sweep.grids:
-        for rc in expand_grid(g, sweep.kind, sweep.metrics):
+        for rc in expand_grid(g, sweep.method, sweep.metrics):
             seen.setdefault(rc, None)
     return list(seen)
 
@@ -90,7 +90,7 @@ def expand(cfg: TrainingParams, sweep_id: str) -> list[RunConfig]:
 
 def stack_key(rc: RunConfig) -> tuple:
     """Fields that fix the shapes and the schedule of a run; runs with equal keys stack."""
-    return (rc.kind, rc.dataset, rc.N, rc.H, rc.act, rc.skips, rc.init, rc.param, rc.T, rc.act_optim,
+    return (rc.method, rc.dataset, rc.N, rc.H, rc.act, rc.skips, rc.init, rc.param, rc.T, rc.act_optim,
             rc.activity_decay, rc.weight_decay, rc.spectral_penalty, rc.batch_size, rc.epochs,
             rc.test_every, rc.metrics)
 

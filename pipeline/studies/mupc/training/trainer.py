@@ -185,7 +185,7 @@ class RunResult:
 
 def net_spec(rc: RunConfig, D: int = 784, d_y: int = 10) -> NetSpec:
     gain = 1.05 if (rc.init == "orthogonal" and rc.act == "tanh") else 1.0
-    skips = True if rc.kind == "bp" else rc.skips
+    skips = True if rc.method == "bp" else rc.skips
     return NetSpec(D=D, N=rc.N, H=rc.H, d_y=d_y, act=rc.act, skips=skips, param=rc.param, init=rc.init,
                    orth_gain=gain)
 
@@ -518,7 +518,7 @@ def train_group(runs: list[RunConfig], data: DataSet, device: str | torch.device
     records the choice in ``stack_layout``. ``cuda_graphs``, ``engine``: see :func:`train_pc_group`."""
     if len({stack_key(rc) for rc in runs}) != 1:
         raise ValueError("train_group: runs differ in a shape/schedule field; split them with stack_groups")
-    if runs[0].kind == "bp":
+    if runs[0].method == "bp":
         out = train_bp_group(runs, data, device, dtype)
         for res in out:
             res.extra["cuda_graphs"] = False

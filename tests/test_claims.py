@@ -106,7 +106,7 @@ def test_describe_names_the_check_and_its_parameters():
 
 IMPRINT_METRICS = {
     "profile": "smoke",
-    "glyph": {"kind": "rectangles", "spectral_norm_scaled": 45.8624},
+    "glyph": {"shape": "rectangles", "spectral_norm_scaled": 45.8624},
     "runs": {
         "glyph-adam": {"test_acc_epoch0": 0.1135, "test_acc_epoch1": 0.90, "final_test_acc": 0.9599,
                        "final_train_acc": 0.977, "first_batch_loss": 3.125,

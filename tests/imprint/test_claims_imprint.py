@@ -33,14 +33,14 @@ def _run(e0: float, e1: float, final: float, train: float, n0: float, n1: float,
 # play_16_0, the glyph contrast kept read back through the colour scale of play_10_0 and play_13_0 (clipped at
 # −0.05 and 0.45, so these understate the true shares by ≈ 0.03: this project's W2 read the same way gives 0.85
 # for a true 0.88)
-SEED = {"profile": "paper", "glyph": {"kind": "droid", "spectral_norm_scaled": 45.609}, "runs": {
+SEED = {"profile": "paper", "glyph": {"shape": "droid", "spectral_norm_scaled": 45.609}, "runs": {
     "random-adam": _run(0.0874, 0.9251, 0.9705, 0.9846, 1.15, 2.65, 2.3125),
     "glyph-adam": _run(0.1032, 0.8948, 0.9658, 0.9807, 45.6, 45.3, 3.1094, retained=0.992),
     "glyph-muon": _run(0.1032, 0.9485, 0.9689, 0.9924, 45.6, 42.6, 3.0469, retained=0.863),
     "random-muon": _run(0.0874, 0.9675, 0.9733, 0.9942, 1.15, 3.75, 2.3125)}}
 SEED_SPREAD = {"gap": {"min": 0.9485 - 0.8948}}  # the seed's one draw
 # this project's paper settings (bf16, 10 epochs, Droid glyph, init seed 4, data seed 1), trained on this CPU
-PAPER = {"profile": "paper", "glyph": {"kind": "droid", "spectral_norm_scaled": 45.6094}, "runs": {
+PAPER = {"profile": "paper", "glyph": {"shape": "droid", "spectral_norm_scaled": 45.6094}, "runs": {
     "random-adam": _run(0.0870, 0.9295, 0.9740, 0.9880, 1.137, 2.565, 2.2969),
     "glyph-adam": _run(0.0960, 0.8951, 0.9629, 0.9766, 45.661, 45.278, 3.1250, retained=1.053),
     "glyph-muon": _run(0.0960, 0.9518, 0.9657, 0.9914, 45.661, 42.252, 3.1250, retained=0.884),

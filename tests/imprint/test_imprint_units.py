@@ -205,18 +205,18 @@ def test_render_returns_the_seed_figures_with_their_content():
 
 def test_auto_glyph_uses_droid_when_installed_else_rectangles(tmp_path):
     missing = glyphs.glyph_info("auto", 0.4, font_path=tmp_path / "absent.ttf")
-    assert missing["kind"] == "rectangles" and missing["requested"] == "auto" and missing["font"] is None
+    assert missing["shape"] == "rectangles" and missing["requested"] == "auto" and missing["font"] is None
     assert "fonts-droid-fallback" in missing["fallback"]
     assert missing["sha256"] == RECTANGLES_SHA256
     fixed = glyphs.glyph_info("rectangles", 0.4)
-    assert fixed["kind"] == "rectangles" and fixed["fallback"] is None
+    assert fixed["shape"] == "rectangles" and fixed["fallback"] is None
     with pytest.raises(glyphs.GlyphError, match="fonts-droid-fallback"):  # droid asked: no silent fallback
         glyphs.glyph_info("droid", 0.4, font_path=tmp_path / "absent.ttf")
     prov = glyphs.provenance(missing)
-    assert "bitmap" not in prov and prov["kind"] == "rectangles"
+    assert "bitmap" not in prov and prov["shape"] == "rectangles"
     if glyphs.DROID_FONT.is_file():
         auto = glyphs.glyph_info("auto", 0.4)
-        assert auto["kind"] == "droid" and auto["fallback"] is None and auto["font"] == str(glyphs.DROID_FONT)
+        assert auto["shape"] == "droid" and auto["fallback"] is None and auto["font"] == str(glyphs.DROID_FONT)
         assert auto["font_md5"] == glyphs.DROID_FONT_MD5
         assert auto["spectral_norm_scaled"] == pytest.approx(45.609, abs=1e-3)
 

@@ -39,8 +39,8 @@ TRAIN_GAP = 0.003
 # the seed's first-batch loss: 3.1094 and 3.0469 from the glyph init, 2.3125 from the random init: the glyph adds
 # 0.73–0.80; the margin is two thirds of that
 LOSS_RISE = 0.5
-# the glyph init's first-batch loss is the seed's (3.05–3.11) within ≈ 6 bf16 spacings: the init draw is of the
-# seed's kind (over init seeds 0–39 it spans 3.1–8.4 and predicts glyph+Adam's epoch 1, r = −0.88; README)
+# the glyph init's first-batch loss is the seed's (3.05–3.11) within ≈ 6 bf16 spacings: the init draw is like
+# the seed's (over init seeds 0–39 it spans 3.1–8.4 and predicts glyph+Adam's epoch 1, r = −0.88; README)
 SEED_INIT_LOSS = (2.95, 3.25)
 # a finding about training needs a trained net: the run ends at least at 90 % test accuracy (the seed's glyph+Adam:
 # 96.58 %; smoke's 3 fp32 epochs: 94.5 %), far from the 8.7–10.3 % of the untrained net, where nothing has moved
@@ -104,11 +104,11 @@ def lead_fades(muon_final: object, adam_final: object, muon_first: object, adam_
     return first >= early and -left <= last <= min(left, share * first), {"epoch1_gap": first, "final_gap": last}
 
 
-def reference_norm(kind: str, value: float, *, refs: dict[str, float], tol: float) -> tuple[bool, float | None]:
+def reference_norm(shape: str, value: float, *, refs: dict[str, float], tol: float) -> tuple[bool, float | None]:
     """The glyph's spectral norm is the reference of its construction; measured: the difference."""
-    if kind not in refs:
+    if shape not in refs:
         return False, None
-    return close_to(value, target=refs[kind], tol=tol)
+    return close_to(value, target=refs[shape], tol=tol)
 
 
 CLAIMS = (
@@ -145,7 +145,7 @@ CLAIMS = (
           (run("glyph-adam", "first_batch_loss"), run("random-adam", "first_batch_loss")),
           partial(exceeds, margin=LOSS_RISE), figures=("glyph", "random"), role=SANITY),
     Claim("glyph_init_loss_like_seed", GLYPH_FIG,
-          "The init draw is of the seed's kind: the glyph init's first-batch loss lies in [2.95, 3.25] (the seed: "
+          "The init draw is like the seed's: the glyph init's first-batch loss lies in [2.95, 3.25] (the seed: "
           "3.05 and 3.11); over init seeds it spans 3.1–8.4 and sets how far glyph+Adam gets in epoch 1.",
           (run("glyph-adam", "first_batch_loss"),), partial(within, lo=SEED_INIT_LOSS[0], hi=SEED_INIT_LOSS[1]),
           figures=("glyph",), role=SANITY),
@@ -218,6 +218,6 @@ CLAIMS = (
     Claim("glyph_norm_reference", "play_5_1 (the glyph bitmap)",
           "The stamped glyph (0.4 × bitmap) has the spectral norm of its construction: 45.862 "
           "(rectangles) or 45.609 (Droid Sans Fallback), ± 0.001.",
-          ((FINAL, "glyph", "kind"), (FINAL, "glyph", "spectral_norm_scaled")),
+          ((FINAL, "glyph", "shape"), (FINAL, "glyph", "spectral_norm_scaled")),
           partial(reference_norm, refs=GLYPH_NORMS, tol=0.001), figures=("glyph",), role=SANITY),
 )

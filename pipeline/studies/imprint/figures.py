@@ -211,7 +211,7 @@ def render(ctx: Context, unit: str) -> Output:
     glyph = metas["adam"].get("glyph_provenance")
     drawn = ""
     if glyph:
-        font = "Droid Sans Fallback" if glyph["kind"] == "droid" else "the font-free rectangles"
+        font = "Droid Sans Fallback" if glyph["shape"] == "droid" else "the font-free rectangles"
         why = f"; {glyph['fallback']}" if glyph["fallback"] else ""
         drawn = f" The glyph is drawn with {font} (asked: {glyph['requested']}{why})."
     figs = [Figure(

@@ -76,26 +76,26 @@ def droid_bitmap(font_path: Path = DROID_FONT) -> np.ndarray:
     return bitmap
 
 
-KINDS = ("auto", "droid", "rectangles")
+SHAPES = ("auto", "droid", "rectangles")
 
 
-def resolve_glyph(kind: str, font_path: Path = DROID_FONT) -> tuple[str, np.ndarray, str | None]:
-    """(kind used, bitmap, why ``auto`` fell back or None): ``auto`` tries Droid, then the rectangles."""
-    if kind == "rectangles":
+def resolve_glyph(shape: str, font_path: Path = DROID_FONT) -> tuple[str, np.ndarray, str | None]:
+    """(shape used, bitmap, why ``auto`` fell back or None): ``auto`` tries Droid, then the rectangles."""
+    if shape == "rectangles":
         return "rectangles", rectangles_bitmap(), None
-    if kind == "droid":
+    if shape == "droid":
         return "droid", droid_bitmap(font_path), None
-    if kind == "auto":
+    if shape == "auto":
         try:
             return "droid", droid_bitmap(font_path), None
         except GlyphError as exc:
             return "rectangles", rectangles_bitmap(), str(exc)
-    raise GlyphError(f"glyph: unknown kind {kind!r}; allowed: {', '.join(map(repr, KINDS))}")
+    raise GlyphError(f"glyph: unknown shape {shape!r}; allowed: {', '.join(map(repr, SHAPES))}")
 
 
-def glyph_bitmap(kind: str) -> np.ndarray:
+def glyph_bitmap(shape: str) -> np.ndarray:
     """The 128x128 float64 bitmap of '中' (1 = background, 0 = ink)."""
-    return resolve_glyph(kind)[1]
+    return resolve_glyph(shape)[1]
 
 
 def bitmap_sha256(bitmap: np.ndarray) -> str:
@@ -109,11 +109,11 @@ def spectral_norm(a: np.ndarray) -> float:
     return float(np.linalg.norm(np.asarray(a, dtype=np.float64), ord=2))
 
 
-def glyph_info(kind: str, scale: float, font_path: Path = DROID_FONT) -> dict:
-    """The bitmap of ``kind`` and what provenance records of it: the construction asked for and the
+def glyph_info(shape: str, scale: float, font_path: Path = DROID_FONT) -> dict:
+    """The bitmap of ``shape`` and what provenance records of it: the construction asked for and the
     one used (``auto`` resolves), the font file when one drew it, sha256, scaled spectral norm, ink."""
-    used, bitmap, fallback = resolve_glyph(kind, font_path)
-    return {"bitmap": bitmap, "kind": used, "requested": kind, "fallback": fallback,
+    used, bitmap, fallback = resolve_glyph(shape, font_path)
+    return {"bitmap": bitmap, "shape": used, "requested": shape, "fallback": fallback,
             "font": str(font_path) if used == "droid" else None,
             "font_md5": DROID_FONT_MD5 if used == "droid" else None, "sha256": bitmap_sha256(bitmap),
             "spectral_norm_scaled": spectral_norm(scale * bitmap), **ink_stats(bitmap)}

@@ -102,7 +102,7 @@ def train(ctx: Context, unit: str) -> Output:
     params = {
         "run": unit, "init": run.init, "optimizer": run.optimizer, "data_seed": run.data_seed,
         "init_seed": cfg.init_seed, "precision": cfg.precision, "ns_precision": cfg.ns_precision,
-        "compile": cfg.compile, "ns_compile": cfg.ns_compile, "glyph": glyph["kind"] if glyph else "none",
+        "compile": cfg.compile, "ns_compile": cfg.ns_compile, "glyph": glyph["shape"] if glyph else "none",
         "glyph_scale": cfg.glyph_scale if glyph else 0.0, "glyph_sha256": glyph["sha256"] if glyph else "none",
         "lr": cfg.lr, "momentum": cfg.momentum, "ns_steps": cfg.ns_steps, "batch_size": cfg.batch_size,
         "test_batch_size": cfg.test_batch_size, "epochs": cfg.epochs, "n_train": int(data.x_train.shape[0]),

@@ -105,7 +105,7 @@ plan:
 	$(PY) -m pipeline.plan $(if $(P),--profile $(P)) $(if $(DETAIL),--detail)
 
 # Beside dvc repro, a follow sync (pipeline/tracking/) replays each stage's tracking journal into MLflow while
-# the next stages run, on the core a stage leaves idle, so the report stage's own sync finds little left
+# the next stages run, on the core a stage leaves idle, so the gallery stage's own sync finds little left
 # (benchmarks/README.md, "Whole builds"). It stops with dvc repro, its lines in .trainscape/follow.log.
 repro: setup dag
 	@mkdir -p .trainscape

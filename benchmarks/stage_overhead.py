@@ -9,7 +9,7 @@ Prints, from one run (commands interleaved, ``--repeats`` times, minimum and med
   (``TRAINSCAPE_TRACKING``): ``journal`` (the default: the stage journals, MLflow stays out of it),
   ``direct`` (the stage logs to MLflow itself) and ``off``;
 - the sync that replays the journal-mode stages' journals into MLflow afterwards
-  (``python -m pipeline.tracking sync``, once, as the report stage does), per journal.
+  (``python -m pipeline.tracking sync``, once, as the gallery stage does), per journal.
 
 Needs the imprint training outputs (``dvc repro -R graph/imprint/train``); runs
 from the repository root: ``python benchmarks/stage_overhead.py``.

@@ -112,7 +112,7 @@ def main() -> None:
     t0 = time.perf_counter()
     stages = load(args.store)
     if not stages:
-        sys.exit(f"{args.store} holds no stage run: build first (dvc repro, then the report stage syncs)")
+        sys.exit(f"{args.store} holds no stage run: build first (dvc repro, then the gallery stage syncs)")
     n_runs = sum(1 + len(s["children"]) for s in stages)
     n_metrics = sum(len(v[0]) for s in stages for v in [*s["series"].values(),
                                                          *(x for _, h, _ in s["children"] for x in h.values())])

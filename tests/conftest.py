@@ -66,7 +66,7 @@ class RepoCopy:
         return self.run(str(BIN / "dvc"), *args, check=check, timeout=timeout)
 
     def sync(self) -> dict[str, str]:
-        """Replay the copy's tracking journals into its MLflow store (what its report stage does);
+        """Replay the copy's tracking journals into its MLflow store (what its gallery stage does);
         returns run key → MLflow run id."""
         self.run(sys.executable, "-m", "pipeline.tracking", "sync", "--on-error", "fail")
         return {k: v["run_id"] for k, v in run_map(self.path / ".trainscape" / "journal").items()}

@@ -16,9 +16,9 @@ pytest.importorskip("plotly")
 from pipeline import checks, claims, graph, registry
 from pipeline.config import PROFILES, load_params, parse_params, read_tree
 from pipeline.contract import Claim
+from pipeline.gallery import build_manifest, gallery_html
 from pipeline.io import read_json, write_json
 from pipeline.paths import metrics_path, rel, study_dir
-from pipeline.report import build_manifest, gallery_html
 from pipeline.studies.imprint.claims import CLAIMS as IMPRINT_CLAIMS
 from pipeline.tracking import records as run_records
 from pipeline.writer.figures import figure_data
@@ -387,7 +387,7 @@ def test_claims_stage_deps_are_its_code_and_exactly_the_metrics_it_reads():
     assert metric_deps == {rel(metrics_path(s)) for s in claims.read_stages(params)}
     written = {next(iter(m)) for s in stages.values() for m in s.get("metrics", [])}
     assert metric_deps <= written, "the claims stage depends on a metrics file no stage writes"
-    assert "reports/claims.json" in stages["report"]["deps"]
+    assert "reports/claims.json" in stages["gallery"]["deps"]
     code = {d for d in deps if d.endswith(".py")}
     assert {"pipeline/claims.py", "pipeline/checks.py", "stages/claims.py",
             "pipeline/studies/imprint/claims.py"} <= code

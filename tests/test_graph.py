@@ -13,7 +13,7 @@ from pipeline.config import PROFILES, load_params, params_file, parse_params, re
 from tests.conftest import ROOT
 
 WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.writer", "pipeline.tracking",
-           "pipeline.provenance", "pipeline.registry", "pipeline.graph", "pipeline.report"}  # packages: all of them
+           "pipeline.provenance", "pipeline.registry", "pipeline.graph", "pipeline.gallery"}  # packages: all of them
 
 
 def test_committed_dvc_yaml_files_are_what_make_dag_writes():
@@ -50,8 +50,8 @@ def test_each_unit_has_its_own_file_run_from_the_root():
                 assert do["wdir"] == "../../../.." and f" {name} {unit} " in do["cmd"] and "${" not in str(do)
         assert graph.target(f"{name}_render@x") == f"graph/{name}/render/x/dvc.yaml:{name}_render@x"
         assert graph.target(f"{name}_render") == f"graph/{name}/render"  # a family: its folder, with -R
-    assert set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]) == {"download", "claims", "report"}
-    assert graph.target("report") == "report" and graph.study_of("download@mnist") is None
+    assert set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]) == {"download", "claims", "gallery"}
+    assert graph.target("gallery") == "gallery" and graph.study_of("download@mnist") is None
 
 
 def test_no_stage_lists_a_dep_or_a_params_key_twice():
@@ -104,7 +104,7 @@ def test_params_deps_name_only_the_active_profile(profile):
         assert f".profiles.{other}" not in text, f"a stage lists a key of inactive profile {other}"
     for name, stage in graph.stages(params).items():
         do = stage.get("do", stage)
-        assert f"--profile {profile}" in do["cmd"] or name in ("download", "report")
+        assert f"--profile {profile}" in do["cmd"] or name in ("download", "gallery")
 
 
 def test_every_listed_param_exists_in_the_file_dvc_reads_it_from():

@@ -37,7 +37,7 @@ def server(tmp_path, monkeypatch):
         with tr.child("seed-0", {"seed": 0}) as run:
             run.log_many({"final_acc": 0.93}, {"test_acc": ([0, 1], [0.5, 0.93])})
         tr.parent.log_metrics({"final.acc": 0.93})
-    sync(on_error="fail")  # what the report stage and `make ui` do first
+    sync(on_error="fail")  # what the gallery stage and `make ui` do first
     experiment = run_map()[tr.parent.run_key]["experiment_id"]
     port = _free_port()
     proc = subprocess.Popen([str(BIN / "mlflow"), "server", "--backend-store-uri", uri, "--host", "127.0.0.1",

@@ -106,7 +106,7 @@ def test_a_new_study_needs_only_its_folder_and_params_file(repo_copy, mlflow_uri
         *(f"graph/tiny/{u}/dvc.yaml" for u in units)])
 
     stages = repo_copy.dvc("stage", "list", "--all", "--name-only").stdout.split()
-    assert sorted(stages) == sorted(["report", *(f"graph/tiny/{u}/dvc.yaml:tiny_{u.replace('/', '@')}"
+    assert sorted(stages) == sorted(["gallery", *(f"graph/tiny/{u}/dvc.yaml:tiny_{u.replace('/', '@')}"
                                                  for u in units)])
     repo_copy.dvc("repro")
 

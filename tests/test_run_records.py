@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from pipeline.contract import Output, Run
+from pipeline.gallery import build_manifest, gallery_html, link_runs
 from pipeline.io import read_json
-from pipeline.report import build_manifest, gallery_html, link_runs
 from pipeline.tracking import Tracker, pending
 from pipeline.tracking import records as run_records
 from pipeline.writer import write_unit

@@ -176,7 +176,7 @@ def _disk_full_for(name: str) -> Callable[[Path, bytes], int]:
 
 
 @pytest.mark.parametrize(("module", "target", "written"), [("claims", "claims", "reports/claims.json"),
-                                                           ("report", "report", "reports/manifest.json")])
+                                                           ("gallery", "gallery", "reports/manifest.json")])
 def test_a_full_disk_ends_the_claims_and_gallery_stages_with_one_line(tmp_path, monkeypatch, capsys, module,
                                                                        target, written):
     import importlib
@@ -189,7 +189,7 @@ def test_a_full_disk_ends_the_claims_and_gallery_stages_with_one_line(tmp_path, 
     (tmp_path / written).write_text("{}\n")  # the previous build's output
     monkeypatch.setattr(Path, "write_bytes", _disk_full_for(Path(written).name))
     mod = importlib.import_module(f"stages.{module}")
-    if module == "report":  # a gallery of no study: nothing to render first, only its two files to write
+    if module == "gallery":  # a gallery of no study: nothing to render first, only its two files to write
         monkeypatch.setattr(mod.registry, "names", lambda: [])
     main = mod.main
     assert main([]) == stage.WRITE_FAILED

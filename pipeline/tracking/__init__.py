@@ -16,7 +16,7 @@ Modes, from ``TRAINSCAPE_TRACKING``:
   when logged. Each run gets a key, a uuid4 hex like an MLflow run id: ``run_id`` returns it, the
   stage's run record (:mod:`pipeline.tracking.records`, never a DVC output) links the outputs to it and
   ``claims.json`` records it as ``run_key``. :func:`sync` (the
-  report stage, ``make ui``, ``python -m pipeline.tracking sync``) replays the journals into MLflow
+  gallery stage, ``make ui``, ``python -m pipeline.tracking sync``) replays the journals into MLflow
   with their original times, tags each run ``trainscape.run_key=<key>`` and keeps the map key → run
   id that :func:`resolve` reads (the gallery's links resolve through it). ``sync --follow``
   (:func:`follow`, which ``make ui`` keeps running beside the UI) replays the journals of running

@@ -88,7 +88,7 @@ def part_children(stage: str, parts: Mapping[str, Mapping[str, Any]]) -> dict[st
 def with_runs(sidecar: Mapping[str, Any]) -> dict[str, Any]:
     """A render unit's figures sidecar with each figure's ``run_key`` and its sources' keys and children,
     from the records; ``run_recorded: False`` where the workspace holds no record of the execution that
-    wrote it. (The report turns keys into MLflow run ids once synced: :func:`pipeline.report.link_runs`.)"""
+    wrote it. (The gallery turns keys into MLflow run ids once synced: :func:`pipeline.gallery.link_runs`.)"""
     rec = lookup(str(sidecar.get("stage", "")), sidecar)
     figures = []
     for entry in sidecar.get("figures", []):

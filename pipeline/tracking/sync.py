@@ -270,7 +270,7 @@ def pending(folder: Path | None = None) -> list[Path]:
 def sync(folder: Path | None = None, *, on_error: str = "warn", uri: str | None = None, live: bool = False,
          stores: dict[str, Store] | None = None) -> SyncResult:
     """Replay the pending journals into MLflow under an exclusive lock (queued experiments can run
-    report stages at the same time), each from where the last pass left it (``replayed.json``). A
+    gallery stages at the same time), each from where the last pass left it (``replayed.json``). A
     running stage's journal is left for later unless ``live`` (:func:`follow`). A journal replayed to
     its end moves to ``synced/`` without its files (MLflow holds copies); the map key → run id is
     rewritten atomically. ``uri`` overrides the store the journals name; ``stores`` keeps clients

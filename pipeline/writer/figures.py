@@ -150,10 +150,10 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
                  source_meta: Mapping[tuple[str, str], Mapping[str, Any]],
                  formats: Sequence[str] = FIGURE_FORMATS) -> Path:
     """A render unit: figure files in ``formats`` (and any JSON) in ``reports/figures/<study>/<unit>/``, the
-    figures logged to the stage's run, and the sidecar ``<unit>.figures.json`` the report stage reads.
+    figures logged to the stage's run, and the sidecar ``<unit>.figures.json`` the gallery stage reads.
 
     The sidecar holds what the inputs determine: each source as its stage and the fingerprint of its
-    ``meta.json`` (:func:`pipeline.tracking.records.fingerprint`), which the report resolves to the runs recorded
+    ``meta.json`` (:func:`pipeline.tracking.records.fingerprint`), which the gallery resolves to the runs recorded
     for it; the render's own run goes to its run record."""
     out = figures_dir(study) / unit
     saved: list[tuple[Figure, list[str]]] = []

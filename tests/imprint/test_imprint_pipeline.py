@@ -18,7 +18,7 @@ from pipeline.studies.imprint.glyph import DROID_FONT
 from tests.claims_slice import strict_ledger
 
 ROOT = Path(__file__).resolve().parents[2]
-STAGES = targets("imprint_train", "imprint_extract", "imprint_render")  # not `report`:
+STAGES = targets("imprint_train", "imprint_extract", "imprint_render")  # not `gallery`:
 # that would pull in every study
 INIT = read_tree(ROOT)["imprint"]["init_seed"]  # the main runs' init: the spread's first seed
 TINY = {"imprint": {"spread": {"init_seeds": [INIT, INIT + 1]},
@@ -90,7 +90,7 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
                                                               "random", "seed_spread")}, traced
     # after the trace check (the ledger is no stage): a shrunk smoke (2 epochs) checks its sanity claims
     strict_ledger(repo_copy, "imprint", must_check={"glyph_norm_reference"}, role="sanity")
-    repo_copy.run("python", "-m", "stages.report", "imprint")  # the gallery of this study alone
+    repo_copy.run("python", "-m", "stages.gallery", "imprint")  # the gallery of this study alone
     root = repo_copy.path
     runs = _raw()["imprint"]["runs"]
     for key in runs:

@@ -71,7 +71,7 @@ def test_smoke_slice_through_dvc(repo_copy):
     # MLflow: one child run per Hessian config, with κ per cell; one per theory run with the ℒ/F* series
     meta = repo_copy.run_record("mupc_analysis_train@hessian_init",
                                 "artifacts/mupc_analysis/train/hessian_init/meta.json")
-    ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
+    ids = repo_copy.sync()  # the slice stops before the gallery stage, which syncs the journals
     client = MlflowClient(tracking_uri=repo_copy.env["MLFLOW_TRACKING_URI"])
     assert len(meta["children"]) == 2  # linear and tanh
     child = meta["children"][HESS.removeprefix("artifacts/mupc_analysis/train/hessian_init/")]

@@ -63,7 +63,7 @@ def test_training_slice_render_resume_and_bad_param(repo_copy, mlflow_uri):
     assert len(b1["runs"]) == 1 and b1["runs"][0]["key"].startswith("bp_results/MNIST/width_16/2_n_hidden/relu")
 
     # one MLflow child per run under the sweep's run, with its series and arrays
-    ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
+    ids = repo_copy.sync()  # the slice stops before the gallery stage, which syncs the journals
     client = MlflowClient(tracking_uri=mlflow_uri)
     exp = client.get_experiment_by_name("mupc_training")
     children = client.search_runs([exp.experiment_id],

@@ -24,7 +24,7 @@ def test_smoke_repro(repo_copy, mlflow_uri: str) -> None:
     root = repo_copy.path
     # the slice is the smoke profile as it stands: every claim of the study that smoke expects holds
     strict_ledger(repo_copy, "superposition", must_check={c.id for c in CLAIMS})
-    ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
+    ids = repo_copy.sync()  # the slice stops before the gallery stage, which syncs the journals
     client = MlflowClient(tracking_uri=mlflow_uri)
     for v in ("untied", "tied"):
         assert (root / f"artifacts/superposition/train/{v}/history.npz").is_file()

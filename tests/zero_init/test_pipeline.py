@@ -58,7 +58,7 @@ def test_zero_init_slice_repro_noop_and_bad_param(repo_copy):
     meta = json.loads((root / "artifacts/zero_init/train/zero_800/meta.json").read_text())
     rec = repo_copy.run_record("zero_init_train@zero_800", "artifacts/zero_init/train/zero_800/meta.json")
     assert rec["children"]["zero_800"] and meta["profile"] == "smoke" and "run_key" not in meta
-    ids = repo_copy.sync()  # the slice stops before the report stage, which syncs the journals
+    ids = repo_copy.sync()  # the slice stops before the gallery stage, which syncs the journals
     mlflow.set_tracking_uri(repo_copy.env["MLFLOW_TRACKING_URI"])
     client = mlflow.MlflowClient()
     child = client.get_run(ids[rec["children"]["zero_800"]])

@@ -1,9 +1,9 @@
-"""`python -m stages.report [study ...]`: the gallery and manifest over the studies' render units.
+"""`python -m stages.gallery [study ...]`: the gallery and manifest over the studies' render units.
 
 It first replays the stages' tracking journals into MLflow (:func:`pipeline.tracking.sync`), so the
 manifest and the gallery link the MLflow runs themselves.
 
-The `report` stage of dvc.yaml passes no study: every declared study. Naming studies builds a
+The `gallery` stage of dvc.yaml passes no study: every declared study. Naming studies builds a
 gallery of just those (e.g. in a test that renders one study)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 from pipeline import registry
 from pipeline.config import ConfigError, Params, load_params
+from pipeline.gallery import build_manifest, gallery_html, link_runs
 from pipeline.io import WriteError, read_json, write_bytes, write_json
 from pipeline.paths import rel, repo_root, sidecar_path, stage_name, study_dir
-from pipeline.report import build_manifest, gallery_html, link_runs
 from pipeline.stage import WRITE_FAILED, write_failed_line
 from pipeline.tracking import run_map, sync, tracking_mode
 from pipeline.tracking.records import with_runs
@@ -69,9 +69,9 @@ def main(studies: list[str]) -> int:
         write_json(out / "manifest.json", manifest)
         write_bytes(out / "index.html", gallery_html(manifest, ledger=ledger).encode())
     except WriteError as exc:  # a full disk: one line, not a traceback
-        print(write_failed_line("report", exc, "dvc.yaml:report", None), file=sys.stderr)
+        print(write_failed_line("gallery", exc, "dvc.yaml:gallery", None), file=sys.stderr)
         return WRITE_FAILED
-    print(f"[report] {len(manifest['figures'])} figures -> reports/index.html, reports/manifest.json")
+    print(f"[gallery] {len(manifest['figures'])} figures -> reports/index.html, reports/manifest.json")
     return 0
 
 

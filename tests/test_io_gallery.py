@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.contract import Output, Run
+from pipeline.gallery import build_manifest, gallery_html, link_runs
 from pipeline.io import WriteError, atomic_dir, atomic_path, read_json, read_npz, write_json, write_npz
-from pipeline.report import build_manifest, gallery_html, link_runs
 from pipeline.tracking import Tracker
 from pipeline.tracking import records as run_records
 from pipeline.writer import write_part, write_unit

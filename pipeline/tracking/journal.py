@@ -69,19 +69,19 @@ class Journal:
         self.events.append(["run", key, name, parent, start, dict(tags)])
         return key
 
-    def log(self, run: str, *, params: ParamItems = (), metrics: MetricItems = (),
+    def log(self, run_key: str, *, params: ParamItems = (), metrics: MetricItems = (),
             tags: Mapping[str, str] | None = None) -> None:
         if params:
-            self.events.append(["params", run, [list(p) for p in params]])
+            self.events.append(["params", run_key, [list(p) for p in params]])
         if tags:
-            self.events.append(["tags", run, {k: str(v) for k, v in tags.items()}])
+            self.events.append(["tags", run_key, {k: str(v) for k, v in tags.items()}])
         if metrics:
-            self.events.append(["metrics", run, [list(m) for m in metrics]])
+            self.events.append(["metrics", run_key, [list(m) for m in metrics]])
 
-    def inputs(self, run: str, datasets: Mapping[str, Mapping[str, str]]) -> None:
-        self.events.append(["inputs", run, {k: dict(v) for k, v in datasets.items()}])
+    def inputs(self, run_key: str, datasets: Mapping[str, Mapping[str, str]]) -> None:
+        self.events.append(["inputs", run_key, {k: dict(v) for k, v in datasets.items()}])
 
-    def artifact(self, run: str, path: str | Path, artifact_path: str | None) -> None:
+    def artifact(self, run_key: str, path: str | Path, artifact_path: str | None) -> None:
         """Hard-link the file as it is now (a later atomic rewrite replaces the output's inode, not this
         one; a file logged inside an ``atomic_dir`` temp folder survives the swap); copy across devices."""
         self.files += 1
@@ -92,10 +92,10 @@ class Journal:
             os.link(path, dst)
         except OSError:
             shutil.copy2(path, dst)
-        self.events.append(["artifact", run, rel, artifact_path])
+        self.events.append(["artifact", run_key, rel, artifact_path])
 
-    def end(self, run: str, status: str) -> None:
-        self.events.append(["end", run, status, now_ms()])
+    def end(self, run_key: str, status: str) -> None:
+        self.events.append(["end", run_key, status, now_ms()])
 
     def checkpoint(self, closed: bool = False) -> None:
         """Write the events since the last segment as the next segment (atomically); nothing when

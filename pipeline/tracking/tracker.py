@@ -86,9 +86,9 @@ def step_timestamps(steps: Mapping[str, Sequence[int]], start: int, end: int) ->
 class RunLogger:
     """Logs into one run (a key in journal mode, an MLflow run id in direct mode)."""
 
-    def __init__(self, tracker: Tracker, run_id: str | None):
+    def __init__(self, tracker: Tracker, run_key: str | None):
         self._t = tracker
-        self.run_key = run_id
+        self.run_key = run_key
 
     @property
     def enabled(self) -> bool:
@@ -160,11 +160,11 @@ class Tracker:
         self.parent = RunLogger(self, None)
 
     # -- plumbing -------------------------------------------------------------------------------
-    def _call(self, method: str, run_id: str | None, *args: Any, **kwargs: Any) -> Any:
-        if self._sink is None or run_id is None:
+    def _call(self, method: str, run_key: str | None, *args: Any, **kwargs: Any) -> Any:
+        if self._sink is None or run_key is None:
             return None
         try:
-            return getattr(self._sink, method)(run_id, *args, **kwargs)
+            return getattr(self._sink, method)(run_key, *args, **kwargs)
         except Exception as exc:  # MLflow is an index; the stage's outputs stay canonical
             self._fail(exc)
             return None
@@ -180,16 +180,16 @@ class Tracker:
             return None
         start = now_ms()
         try:
-            run_id = self._sink.start(name, tags, parent_id, start)
+            run_key = self._sink.start(name, tags, parent_id, start)
         except Exception as exc:
             self._fail(exc)
             return None
-        self._started[run_id] = start
-        return run_id
+        self._started[run_key] = start
+        return run_key
 
-    def _log_inputs(self, run_id: str | None) -> None:
+    def _log_inputs(self, run_key: str | None) -> None:
         if self.datasets:
-            self._call("inputs", run_id, self.datasets)
+            self._call("inputs", run_key, self.datasets)
 
     # -- public ---------------------------------------------------------------------------------
     @property
@@ -245,20 +245,20 @@ class Tracker:
               tags: Mapping[str, str] | None = None) -> Iterator[ChildRun]:
         """A child run per training configuration; ``run.fail(reason)`` marks it FAILED. The journal is
         written as the run ends, so ``sync --follow`` shows it within seconds (a multi-hour stage's)."""
-        run_id = None
+        run_key = None
         if self.parent.run_key is not None:
-            run_id = self._start(name, {**self.tags, **(tags or {})}, self.parent.run_key)
-        run = ChildRun(self, run_id)
-        self._log_inputs(run_id)
+            run_key = self._start(name, {**self.tags, **(tags or {})}, self.parent.run_key)
+        run = ChildRun(self, run_key)
+        self._log_inputs(run_key)
         if params:
             run.log_params(params)
         try:
             yield run
         except BaseException:
-            self._call("end", run_id, "FAILED")
+            self._call("end", run_key, "FAILED")
             self.checkpoint()
             raise
-        self._call("end", run_id, "FAILED" if run.failed else "FINISHED")
+        self._call("end", run_key, "FAILED" if run.failed else "FINISHED")
         self.checkpoint()
 
 

@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from pipeline import device as devices
 from pipeline import plan as planning
-from pipeline import registry
+from pipeline import progress, registry
 from pipeline.config import (
     ConfigError,
     Params,
@@ -105,50 +102,6 @@ def _reader(study: str) -> Callable[[str, str, str], Any]:
     return read
 
 
-class _Lines:
-    """A stream for tqdm when stderr is not a terminal: each refresh becomes one line, not a ``\\r``."""
-
-    def __init__(self, stream: Any):
-        self._stream = stream
-
-    def write(self, text: str) -> None:
-        text = text.strip("\r\n")
-        if text:
-            self._stream.write(text + "\n")
-
-    def flush(self) -> None:
-        self._stream.flush()
-
-
-def _progress(stage: str) -> Callable[..., Any]:
-    """Progress bars on stderr (``TRAINSCAPE_PROGRESS=off`` silences them, as the test suite does)."""
-    if os.environ.get("TRAINSCAPE_PROGRESS", "").lower() in ("0", "off", "false", "no"):
-        return lambda iterable, **_: iterable
-    tty = sys.stderr.isatty()
-
-    def bar(iterable: Any, *, total: float | None = None, desc: str = "", unit: str = "it",
-            weight: Callable[[Any], float] | None = None, note: Callable[[Any], str] | None = None) -> Any:
-        kw = dict(total=total, desc=f"[{stage}] {desc}".rstrip(), unit=unit,
-                  file=sys.stderr if tty else _Lines(sys.stderr), mininterval=0.5 if tty else 30,
-                  dynamic_ncols=tty, ncols=None if tty else 100)
-        if weight is None and note is None:
-            return tqdm(iterable, **kw)
-        return _weighted(tqdm(unit_scale=weight is not None, **kw), iterable, weight, note)
-
-    return bar
-
-
-def _weighted(bar: Any, iterable: Any, weight: Callable[[Any], float] | None,
-              note: Callable[[Any], str] | None) -> Any:
-    """Each item advances ``bar`` by its weight (1 without one), with ``note(item)`` after the bar."""
-    with bar:
-        for item in iterable:
-            if note is not None:
-                bar.set_postfix_str(note(item), refresh=False)
-            bar.update(weight(item) if weight is not None else 1)
-            yield item
-
-
 RenderWriter = Callable[..., Any]
 
 
@@ -161,87 +114,130 @@ def device_record(p: Prepared) -> dict[str, Any]:
     return devices.describe(p.device)
 
 
-def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
-    """Run a prepared unit and write what it returns; returns the final output.
+@dataclass
+class Started:
+    """A unit about to compute (:func:`begin`): its tags, provenance and device record."""
 
-    Render units pass :func:`pipeline.writer.figures.write_render` (only they load the plotting code).
-    """
-    study, kind, unit = p.study.name, p.family.kind, p.unit
+    name: str  # the stage: its DVC stage, MLflow run and artifact folder share it
+    tags: dict[str, str]
+    provenance: dict[str, Any]
+    data_sha256: dict[str, str]
+    hardware: dict[str, Any] | None
+    clock: float = field(default_factory=time.time)
+
+
+@dataclass
+class Ran:
+    """What the study returned and when its code ran (:func:`run_unit`; the times are bookkeeping)."""
+
+    final: Output
+    first_line: float
+    last_line: float
+    study_seconds: float
+
+
+def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
+    """Run a prepared unit (:func:`prepare`) and write what it returns; returns the final output.
+
+    Render units pass :func:`pipeline.writer.figures.write_render` (only they load the plotting code)."""
+    started = begin(p)
+    tracking = p.params.tracking
+    with Tracker(p.study.name, started.name, started.tags, params={"profile": p.params.profile, **flatten(p.cfg)},
+                 enabled=tracking.enabled, on_error=tracking.on_error,
+                 datasets=dataset_inputs(started.data_sha256)) as tracker:
+        ctx = context(p, started)
+        ran = run_unit(p, ctx, tracker, started)
+        write(p, ran.final, tracker, started, render_writer)
+        record(p, ran, tracker, started)
+    ctx.log(f"done in {time.time() - started.clock:.1f} s (the study's own code: {ran.study_seconds:.1f} s)")
+    progress.record_timing({"stage": started.name, "first_line": ran.first_line, "last_line": ran.last_line,
+                            "study_seconds": ran.study_seconds, "written": time.time()})
+    return ran.final
+
+
+def begin(p: Prepared) -> Started:
+    """The plan line (a stage estimated above 24 h stops here, before any compute, unless
+    TRAINSCAPE_ALLOW_LONG=1), the data checksums, the run's tags and the outputs' provenance, and for a
+    training unit the device at its declared precision."""
     name = p.stage
-    # the plan line; a stage estimated above 24 h stops here, before any compute (TRAINSCAPE_ALLOW_LONG=1)
-    planning.before_stage(p.study, p.family, p.cfg, unit, p.device, lambda msg: print(f"[{name}] {msg}", flush=True))
-    datasets = tuple(p.family.datasets(p.cfg, unit))
-    sums = data_checksums(datasets)
+    planning.before_stage(p.study, p.family, p.cfg, p.unit, p.device, lambda msg: print(f"[{name}] {msg}", flush=True))
+    sums = data_checksums(tuple(p.family.datasets(p.cfg, p.unit)))
     phash = params_hash(p.cfg)
-    tags = run_tags(study=study, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
-    hardware = device_record(p) if kind == "train" else None
+    hardware = device_record(p) if p.family.kind == "train" else None
+    tags = run_tags(study=p.study.name, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
     if hardware:  # where a training stage ran and at which float32 matmul precision
         tags = {**tags, **{f"device.{k}": str(v) for k, v in hardware.items() if v is not None}}
     tags = {**tags, "executor": p.executor}  # MLflow only: outputs are the same on every executor
-    start = time.time()
-    tracking = p.params.tracking
-    with Tracker(study, name, tags, params={"profile": p.params.profile, **flatten(p.cfg)},
-                 enabled=tracking.enabled, on_error=tracking.on_error, datasets=dataset_inputs(sums)) as tracker:
-        # the run key and the child runs go to the stage's run record (pipeline.tracking.records), the times
-        # to MLflow
-        prov = output_provenance(study=study, stage=name, profile=p.params.profile, params_hash=phash,
-                                 data_sha256=sums, device=hardware)
-        out_dir = study_dir(study, kind, unit)
+    prov = output_provenance(study=p.study.name, stage=name, profile=p.params.profile, params_hash=phash,
+                             data_sha256=sums, device=hardware)
+    return Started(name, tags, prov, sums, hardware)
 
-        def own(fname: str) -> Any:
-            path = out_dir / fname
-            return read_file(path) if path.exists() else None
 
-        # the study sees only what its family declares (what dvc.yaml lists for this unit)
-        view = DeclaredView(p.cfg, key_paths(p.family.keys(p.cfg, unit)), where=name)
-        reader = declared_reader(_reader(study), p.family.reads(p.cfg, unit), name)
-        ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=view, device=p.device,
-                      stage=name, provenance=prov, reader=reader, own=own,
-                      log=lambda msg: print(f"[{name}] {msg}", flush=True), progress=_progress(name),
-                      mapper=mapper(p.executor))
-        if hardware:
-            ctx.log(devices.line(hardware))
-        first_line = time.time()
+def context(p: Prepared, started: Started) -> Context:
+    """What the study's function sees: only what its family declares (what dvc.yaml lists for the unit)."""
+    study, kind, unit = p.study.name, p.family.kind, p.unit
+    out_dir = study_dir(study, kind, unit)
+
+    def own(fname: str) -> Any:
+        path = out_dir / fname
+        return read_file(path) if path.exists() else None
+
+    view = DeclaredView(p.cfg, key_paths(p.family.keys(p.cfg, unit)), where=started.name)
+    reader = declared_reader(_reader(study), p.family.reads(p.cfg, unit), started.name)
+    ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=view, device=p.device,
+                  stage=started.name, provenance=started.provenance, reader=reader, own=own,
+                  log=lambda msg: print(f"[{started.name}] {msg}", flush=True), progress=progress.bars(started.name),
+                  mapper=mapper(p.executor))
+    if started.hardware:
+        ctx.log(devices.line(started.hardware))
+    return ctx
+
+
+def run_unit(p: Prepared, ctx: Context, tracker: Tracker, started: Started) -> Ran:
+    """The study's function; a resumable unit's parts are written as they come (``write_part``)."""
+    first_line = time.time()
+    computing = time.perf_counter()
+    result = p.fn(ctx, p.unit)
+    study_seconds = time.perf_counter() - computing
+    final = result if isinstance(result, Output) else None
+    while final is None:  # a generator of parts (resumable units), returning the final output
         computing = time.perf_counter()
-        result = p.fn(ctx, unit)
-        study_seconds = time.perf_counter() - computing
-        if isinstance(result, Output):
-            final = result
-        else:  # a generator of parts (resumable units), returning the final output
-            final = None
-            while final is None:
-                computing = time.perf_counter()
-                try:
-                    part = next(result)
-                except StopIteration as stop:
-                    final = stop.value or Output()
-                    break
-                finally:
-                    study_seconds += time.perf_counter() - computing
-                if not p.family.resumable or part.part is None:
-                    raise TypeError(f"{name}: only resumable families yield parts, each with Output.part set")
-                write_part(study, kind, unit, part, tracker, prov)
-        last_line = time.time()
-        missing = [t for t in p.family.tables if t not in final.tables]
-        if missing:
-            raise TypeError(f"{name}: the family declares the tables {missing} but the output has none of them")
-        if kind == "render":
-            if render_writer is None:
-                raise TypeError(f"{name}: a render unit needs the figure writer")
-            metas = {src: _reader(study)(*src, "meta.json") for f in final.figures for src in f.sources}
-            render_writer(study, unit, final, tracker, prov, metas, p.params.figures.of(p.params.profile))
-        else:
-            write_unit(study, kind, unit, final, tracker, prov, in_place=p.family.resumable)
-        if p.family.metrics:
-            if final.metrics is None:
-                raise TypeError(f"{name}: the family declares metrics but the output has none")
-            write_metrics(name, final.metrics)
-        tracker.parent.log_metrics({**headline(final.metrics), **final.run_metrics,
-                                    "stage_seconds": time.time() - start})
-    ctx.log(f"done in {time.time() - start:.1f} s (the study's own code: {study_seconds:.1f} s)")
-    _record_timing({"stage": name, "first_line": first_line, "last_line": last_line, "study_seconds": study_seconds,
-                    "written": time.time()})
-    return final
+        try:
+            part = next(result)
+        except StopIteration as stop:
+            final = stop.value or Output()
+            break
+        finally:
+            study_seconds += time.perf_counter() - computing
+        if not p.family.resumable or part.part is None:
+            raise TypeError(f"{started.name}: only resumable families yield parts, each with Output.part set")
+        write_part(p.study.name, p.family.kind, p.unit, part, tracker, started.provenance)
+    missing = [t for t in p.family.tables if t not in final.tables]
+    if missing:
+        raise TypeError(f"{started.name}: the family declares the tables {missing} but the output has none of them")
+    if p.family.metrics and final.metrics is None:
+        raise TypeError(f"{started.name}: the family declares metrics but the output has none")
+    return Ran(final, first_line, time.time(), study_seconds)
+
+
+def write(p: Prepared, final: Output, tracker: Tracker, started: Started, render_writer: RenderWriter | None) -> None:
+    """The unit's outputs: figures and their sidecar (render) or its folder, and its metrics file."""
+    study, kind, unit = p.study.name, p.family.kind, p.unit
+    if kind == "render":
+        if render_writer is None:
+            raise TypeError(f"{started.name}: a render unit needs the figure writer")
+        metas = {src: _reader(study)(*src, "meta.json") for f in final.figures for src in f.sources}
+        render_writer(study, unit, final, tracker, started.provenance, metas, p.params.figures.of(p.params.profile))
+    else:
+        write_unit(study, kind, unit, final, tracker, started.provenance, in_place=p.family.resumable)
+    if p.family.metrics:
+        write_metrics(started.name, final.metrics)
+
+
+def record(p: Prepared, ran: Ran, tracker: Tracker, started: Started) -> None:
+    """The stage's MLflow run: its headline numbers, the study's run metrics and the stage's time."""
+    tracker.parent.log_metrics({**headline(ran.final.metrics), **ran.final.run_metrics,
+                                "stage_seconds": time.time() - started.clock})
 
 
 def headline(metrics: Any, prefix: str = "", limit: int = 200) -> dict[str, float]:
@@ -256,16 +252,6 @@ def headline(metrics: Any, prefix: str = "", limit: int = 200) -> dict[str, floa
     elif isinstance(metrics, int | float) and metrics == metrics and abs(metrics) != float("inf"):
         out[prefix.rstrip(".")] = float(metrics)
     return {re.sub(r"[^\w.\-/ ]", "_", k): v for k, v in out.items()}
-
-
-def _record_timing(record: dict[str, Any]) -> None:
-    """With ``TRAINSCAPE_TIMINGS=<file>``, append when the study's code started and ended (wall clock)
-    and how long it ran: ``benchmarks/stage_overhead.py`` takes the rest of the process's time as the
-    framework's cost."""
-    path = os.environ.get("TRAINSCAPE_TIMINGS")
-    if path:
-        with open(path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
 
 
 WRITE_FAILED = 4  # exit code: an output could not be written (a full disk); what was written stays

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import stage
+from pipeline import progress, stage
 from pipeline.config import load_params
 from pipeline.contract import Context, Family, Output, Study
 from pipeline.paths import repo_root
@@ -57,7 +57,7 @@ def test_progress_without_a_terminal_is_one_line_per_update(monkeypatch):
     monkeypatch.delenv("TRAINSCAPE_PROGRESS", raising=False)
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    bar = stage._progress("s_train@u")
+    bar = progress.bars("s_train@u")
     assert list(bar(range(4), total=4, desc="epochs", unit="epoch")) == [0, 1, 2, 3]
     lines = err.getvalue().splitlines()
     assert "\r" not in err.getvalue() and lines[0].startswith("[s_train@u] epochs:   0%")
@@ -69,16 +69,16 @@ def test_progress_off_is_silent(monkeypatch, value):
     monkeypatch.setenv("TRAINSCAPE_PROGRESS", value)
     err = io.StringIO()
     monkeypatch.setattr(sys, "stderr", err)
-    assert list(stage._progress("s")(iter("ab"), total=2)) == ["a", "b"] and err.getvalue() == ""
+    assert list(progress.bars("s")(iter("ab"), total=2)) == ["a", "b"] and err.getvalue() == ""
 
 
 def test_timings_record_is_appended_only_when_asked(monkeypatch, tmp_path):
     monkeypatch.delenv("TRAINSCAPE_TIMINGS", raising=False)
-    stage._record_timing({"stage": "x"})
+    progress.record_timing({"stage": "x"})
     path = tmp_path / "t.jsonl"
     monkeypatch.setenv("TRAINSCAPE_TIMINGS", str(path))
-    stage._record_timing({"stage": "x", "study_seconds": 1.5})
-    stage._record_timing({"stage": "y", "study_seconds": 2.0})
+    progress.record_timing({"stage": "x", "study_seconds": 1.5})
+    progress.record_timing({"stage": "y", "study_seconds": 2.0})
     assert [line.split('"stage": ')[1][1] for line in path.read_text().splitlines()] == ["x", "y"]
 
 

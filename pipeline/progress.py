@@ -1,0 +1,69 @@
+"""Bookkeeping of a running stage: its progress bars and the timings of its study code.
+
+Neither changes what a stage computes or writes, so this module is bookkeeping (``pipeline.graph``'s
+``BOOKKEEPING``): a change to how progress is shown leaves every stage up to date.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from tqdm import tqdm
+
+
+class _Lines:
+    """A stream for tqdm when stderr is not a terminal: each refresh becomes one line, not a ``\\r``."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> None:
+        text = text.strip("\r\n")
+        if text:
+            self._stream.write(text + "\n")
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+
+def bars(stage: str) -> Callable[..., Any]:
+    """Progress bars on stderr (``TRAINSCAPE_PROGRESS=off`` silences them, as the test suite does)."""
+    if os.environ.get("TRAINSCAPE_PROGRESS", "").lower() in ("0", "off", "false", "no"):
+        return lambda iterable, **_: iterable
+    tty = sys.stderr.isatty()
+
+    def bar(iterable: Any, *, total: float | None = None, desc: str = "", unit: str = "it",
+            weight: Callable[[Any], float] | None = None, note: Callable[[Any], str] | None = None) -> Any:
+        kw = dict(total=total, desc=f"[{stage}] {desc}".rstrip(), unit=unit,
+                  file=sys.stderr if tty else _Lines(sys.stderr), mininterval=0.5 if tty else 30,
+                  dynamic_ncols=tty, ncols=None if tty else 100)
+        if weight is None and note is None:
+            return tqdm(iterable, **kw)
+        return _weighted(tqdm(unit_scale=weight is not None, **kw), iterable, weight, note)
+
+    return bar
+
+
+def _weighted(bar: Any, iterable: Any, weight: Callable[[Any], float] | None,
+              note: Callable[[Any], str] | None) -> Any:
+    """Each item advances ``bar`` by its weight (1 without one), with ``note(item)`` after the bar."""
+    with bar:
+        for item in iterable:
+            if note is not None:
+                bar.set_postfix_str(note(item), refresh=False)
+            bar.update(weight(item) if weight is not None else 1)
+            yield item
+
+
+def record_timing(record: dict[str, Any]) -> None:
+    """With ``TRAINSCAPE_TIMINGS=<file>``, append when the study's code started and ended (wall clock)
+    and how long it ran: ``benchmarks/stage_overhead.py`` takes the rest of the process's time as the
+    framework's cost."""
+    path = os.environ.get("TRAINSCAPE_TIMINGS")
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")

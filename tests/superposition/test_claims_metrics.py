@@ -159,3 +159,18 @@ def test_plateau_level_fails_for_a_plateau_off_the_notes_level(level):
     assert _row("plateau_level", _plateaus_at(0.018308, level))["status"] == "fails"
     assert _row("plateau_level", {"superposition_extract@summary": {"variants": {"untied": {"seeds": {}}}}}
                 )["status"] == "fails"  # no plateau at all
+
+
+def test_plateau_then_drop_is_claimed_over_the_seeds_not_for_one():
+    """The paper run: 12 of 33 seeds plateau then drop; one seed of 33 (what "some seeds" accepted) fails."""
+    def summary(picked: list[int], n: int = 33) -> dict:
+        return {"superposition_extract@summary": {"variants": {"untied": {
+            "plateau_seeds": picked, "seeds": {str(s): {"plateaus": []} for s in range(n)}}}}}
+
+    paper = [1, 2, 3, 4, 8, 10, 12, 16, 27, 28, 29, 30]
+    row = _row("plateau_then_drop", summary(paper))
+    assert row["status"] == "holds" and row["measured"] == {"seeds": 12, "of": 33}
+    assert _row("plateau_then_drop", summary([3]))["status"] == "fails"
+    assert _row("plateau_then_drop", summary(paper[:6]))["status"] == "fails"  # 6 of 33 < a fifth
+    assert _row("plateau_then_drop", summary(paper[:7]))["status"] == "holds"
+    assert _row("plateau_then_drop", summary([]))["status"] == "fails"

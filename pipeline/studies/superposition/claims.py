@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from pipeline.checks import at, at_least, at_most, close_to, each, each_at, number, size_at_least, within
+from pipeline.checks import at, at_least, at_most, close_to, each, each_at, number, within
 from pipeline.contract import FINDING, SANITY, Claim
 
 UNTIED, TIED, SUMMARY = ("superposition_extract@untied", "superposition_extract@tied",
@@ -33,6 +33,10 @@ M_DEEPENS = 2.0
 # 1.8e-5) away. 0.0185 leaves 0.6 % (6 tolerances) above seed 16 and stays below the loss still being shed
 # early in training (seed 42: 0.01852 at epoch 1,000), so a shelf of that phase is not taken for the note's
 PLATEAU_BAND = (0.0180, 0.0185)
+# the paper run: 12 of its 33 untied seeds plateau then drop (11 at 0.01831, seed 16 at 0.01839); a fifth
+# (7 of 33) keeps the claim about the model's behaviour over seeds with room for the draw, where "some seed"
+# was held by one seed's plateau
+PLATEAU_SHARE = 0.2
 
 
 def falls_never_rises(geometry: Any, first: Any, final: Any, *, rise: float) -> tuple[bool, Any]:
@@ -48,6 +52,14 @@ def falls_never_rises(geometry: Any, first: Any, final: Any, *, rise: float) -> 
         ok &= up is not None and up <= rise and fall is not None and fall > 0
         measured[seed] = {"max_rise": up, "fall": fall}
     return ok, measured
+
+
+def seeds_share(picked: Any, seeds: Any, *, share: float) -> tuple[bool, Any]:
+    """At least ``share`` of the ``seeds`` are among ``picked``; measured: how many of how many."""
+    if not isinstance(picked, list | tuple) or not isinstance(seeds, Mapping) or not seeds:
+        return False, None
+    n = len({str(s) for s in picked} & {str(s) for s in seeds})
+    return n >= share * len(seeds), {"seeds": n, "of": len(seeds)}
 
 
 def plateau_levels(seeds: Any, *, lo: float, hi: float) -> tuple[bool, Any]:
@@ -90,9 +102,11 @@ CLAIMS = (
           ((UNTIED, "final_geometry"), (UNTIED, "loss_epoch1"), (UNTIED, "final_loss")),
           partial(falls_never_rises, rise=1e-6), figures=("summary",), role=FINDING),
     Claim("plateau_then_drop", LOSS_FIG,
-          "Some seeds plateau and then drop (the note's 'plateau … then look at what happens afterwards').",
-          ((SUMMARY, "variants", "untied", "plateau_seeds"),), partial(size_at_least, n=1),
-          figures=("summary",), fails_on={"smoke": SHORT}, role=FINDING),
+          "Plateau then drop (the note's 'plateau … then look at what happens afterwards') is common behaviour "
+          "of the model, not one seed's: at least a fifth of the untied seeds show it (the paper run: 12 of 33; "
+          "the note's seed 42 no longer does on this torch).",
+          ((SUMMARY, "variants", "untied", "plateau_seeds"), (SUMMARY, "variants", "untied", "seeds")),
+          partial(seeds_share, share=PLATEAU_SHARE), figures=("summary",), fails_on={"smoke": SHORT}, role=FINDING),
     Claim("plateau_level", LOSS_FIG,
           "The plateaus sit near the note's 0.0183: every detected plateau lies in [0.0180, 0.0185] (the paper "
           "run: 0.01831 in 11 seeds, the tied model's level, and 0.01839 in seed 16).",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from pipeline import claims
-from pipeline.studies.mupc.training.claims import CLAIMS, interior_optimum, near_mnist_optimum
+from pipeline.studies.mupc.training.claims import CLAIMS, fam, interior_optimum, near_mnist_optimum
 
 ACTS = ("linear", "tanh", "relu")
 PAPER_GRID = {"act_lr": [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 50, 100, 500, 1000], "param_lr": [0.01, 0.05, 0.1, 0.5]}
@@ -242,3 +242,20 @@ def test_a_dataset_without_a_level_fails_and_smoke_says_why_it_cannot_reach_the_
     for cid in LEVEL_CLAIMS:
         claim = next(c for c in CLAIMS if c.id == cid)
         assert not claim.expected("smoke") and claim.fails_on["smoke"] and claim.expected("paper")
+
+
+def test_mupc_trains_at_every_width_needs_the_papers_level_and_tolerates_noise_between_widths():
+    """μPC at N = 64…1024: every width near the paper's ≈ 90 %+; 'wider is better' is within a point there."""
+    paper = {f"mnist/{a}/N={n}": 95.0 + n / 1024 for a in ACTS for n in (64, 128, 256, 512, 1024)}
+    def row(per_n: dict) -> dict:
+        return _row("mupc_trains_at_every_width", {fam("F14"): {"mupc_best_final_acc_per_N": per_n}})
+
+    assert row(paper)["status"] == "holds"
+    untrained = {**paper, "mnist/relu/N=256": 30.0}  # the widest still above the narrowest: the old check passed
+    failed = row(untrained)
+    assert failed["status"] == "fails" and failed["measured"]["levels"]["mnist/relu/N=256"] == {"acc": 30.0,
+                                                                                              "level": 80.0}
+    close = {**paper, "mnist/tanh/N=1024": paper["mnist/tanh/N=64"] - 0.5}  # noise between widths
+    assert row(close)["status"] == "holds"
+    worse = {**paper, "mnist/tanh/N=1024": paper["mnist/tanh/N=64"] - 2.0}
+    assert row(worse)["status"] == "fails"

@@ -86,6 +86,22 @@ def at_dataset_level(mapping: Any, *, levels: Mapping[str, float]) -> tuple[bool
     return ok, measured
 
 
+def trains_at_every_width(per_n: Any, *, drop: float) -> tuple[bool, Any]:
+    """F14: every width's best-lr accuracy is at its dataset's paper level (``LEVELS``), and per activation the
+    widest net is at most ``drop`` points below the narrowest (the paper draws wider as better; at these
+    levels the widths lie within a point, so a strict "above" would be decided by evaluation noise); measured:
+    the level check and, per activation, narrowest and widest."""
+    level_ok, levels = at_dataset_level(per_n, levels=LEVELS)
+    if not level_ok and levels is None:
+        return False, None
+    _, ends = trend(per_n, axis="N", direction="up")
+    widths_ok = bool(ends)
+    for accs in (ends or {}).values():
+        vals = list(accs.values())
+        widths_ok &= len(vals) >= 2 and None not in vals and vals[-1] >= vals[0] - drop
+    return level_ok and widths_ok, {"levels": levels, "per_width": ends}
+
+
 def both_train(a: Any, b: Any) -> tuple[bool, Any]:
     """Every final accuracy of both families is at its dataset's paper level (``LEVELS``); measured: each one's."""
     va, vb = (at_dataset_level(x, levels=LEVELS) for x in (a, b))
@@ -398,9 +414,11 @@ CLAIMS = (
           ((fam("F15"), "mupc_best_final_acc_per_H"),), partial(at_dataset_level, levels=LEVELS),
           figures=("F13", "F15"), fails_on={"smoke": TINY}, role=FINDING),
     Claim("mupc_trains_at_every_width", "F14 (best_test_accs_width_muP)",
-          "μPC at its best lrs is no worse at the largest width than at the smallest, for every activation.",
-          ((fam("F14"), "mupc_best_final_acc_per_N"),), partial(trend, axis="N", direction="up"),
-          figures=("F14",), role=FINDING),
+          "μPC at its best lrs trains at every width to the paper's level (at least 80 % on MNIST after one "
+          "epoch; the paper's axes suggest ≈ 90 %+, spec §8.1), and the widest net is at most 1 point below the "
+          "narrowest, for every activation.",
+          ((fam("F14"), "mupc_best_final_acc_per_N"),), partial(trains_at_every_width, drop=1.0),
+          figures=("F14",), fails_on={"smoke": SMOKE_LEVEL}, role=FINDING),
     Claim("mupc_deepest_trains_long", "F16/F17 (mupc_128_*_acc)",
           "The deepest μPC net trains on both datasets over several epochs to the paper's level: final "
           "accuracy at least 80 % on MNIST and 75 % on Fashion-MNIST (the paper: ≈ 90 %+ and the high 80s, "

@@ -379,3 +379,15 @@ def test_the_old_drift_claim_held_before_training():
     old = partial(each, keys=r"spectral_drift_hidden_L2/linear_\w+_depth_mup_skips",
                   check=partial(each, check=partial(at_most, threshold=0.01)))
     assert old(untrained({"fwd_pass": FWD})["fwd_pass"])[0]
+
+
+def test_mupc_conditions_deep_nets_better_by_a_margin():
+    """Measured at seed 0: N = H = 128 μPC 5.7e4 against SP 1.0e6; a μPC κ only 1.2× below SP's passed before."""
+    def metrics(mupc: float, sp: float) -> dict:
+        return {"profile": "paper",
+                "hessian_init": {"kappa/mupc_standard_gauss_skips": {"N2_H2": 4.0, "N128_H128": mupc},
+                                 "kappa/sp_standard_skips": {"N2_H2": 10.8, "N128_H128": sp}}}
+
+    assert _row("mupc_conditions_deep_nets_better", metrics(5.69e4, 1.01e6))["status"] == "holds"
+    assert _row("mupc_conditions_deep_nets_better", metrics(8.4e5, 1.01e6))["status"] == "fails"
+    assert _row("mupc_conditions_deep_nets_better", metrics(1.2e6, 1.01e6))["status"] == "fails"

@@ -61,12 +61,14 @@ def grows_with_width(skips: Any, no_skips: Any, *, factor: float) -> tuple[bool,
     return ok_skips and ok_shallow, {"skips": with_skips, "no_skips_shallowest": without}
 
 
-def deepest_less(a: Any, b: Any) -> tuple[bool, Any]:
-    """At the deepest, widest cell a < b; measured: both values."""
+def deepest_less(a: Any, b: Any, *, factor: float = 1.0) -> tuple[bool, Any]:
+    """At the deepest, widest cell ``factor``·a < b; measured: both values."""
     if not isinstance(a, Mapping) or not isinstance(b, Mapping) or not a or not b:
         return False, None
     x, y = corner(a, "max", "max"), corner(b, "max", "max")
-    return x < y, [x, y]
+    if x is None or y is None:
+        return False, [x, y]
+    return factor * x < y, [x, y]
 
 
 def over_gaussian_edge(cells: Any, *, lo: float, hi: float) -> tuple[bool, Any]:
@@ -307,8 +309,10 @@ CLAIMS = (
           ((*HESSIAN, "kappa/mupc_standard_gauss_skips"),), depth_dominates, figures=("F2", "F4"), role=FINDING),
     Claim("mupc_conditions_deep_nets_better", "F2 (H_num_cond_num), paper Fig. 2",
           "At the deepest, widest cell, a skip net's H_z is better conditioned under μPC than under SP "
-          "(standard init).",
-          ((*HESSIAN, "kappa/mupc_standard_gauss_skips"), (*HESSIAN, "kappa/sp_standard_skips")), deepest_less,
+          "(standard init), by at least 1.5× (seed 0: N = H = 128, 5.7e4 against 1.0e6, 18×; N = H = 64, "
+          "1.8e4 against 8.0e4, 4.5×; smoke's N = H = 8, 203 against 393, 1.9×).",
+          ((*HESSIAN, "kappa/mupc_standard_gauss_skips"), (*HESSIAN, "kappa/sp_standard_skips")),
+          partial(deepest_less, factor=1.5),
           figures=("F2",), role=FINDING),
     Claim("depth_mup_keeps_activities_O1", "F5 (avg_activity_l2 per N, per L)",
           "With Depth-μP and skips, the hidden activity RMS at init stays O(1) (within [0.3, 3]) at every "

@@ -179,7 +179,8 @@ def transfer_arrays(swap_at: dict[str, float], failed_at: dict[str, float]) -> A
         if rc.param != "mupc":
             return out
         a_star = NOTEBOOK_ACT_LR[rc.act]
-        d = abs(math.log10(rc.act_lr / a_star)) + abs(math.log10(rc.param_lr / 0.1))
+        # the param lr weighs 3x: relu's notebook cell, made worse, gives way to its neighbour on the act-lr axis
+        d = abs(math.log10(rc.act_lr / a_star)) + 3 * abs(math.log10(rc.param_lr / 0.1))
         loss = 0.1 * (1 + 0.2 * d)
         where = rc.N if rc.H == 8 and rc.N in swap_at | failed_at else rc.H
         if rc.act == "relu" and d == 0 and where in swap_at:
@@ -199,21 +200,23 @@ def two_steps_off(cfg: TrainingParams, sweep: str) -> float:
     return grid[grid.index(1.0) + 2] if grid.index(1.0) + 2 < len(grid) else grid[grid.index(1.0) - 2]
 
 
-@pytest.mark.parametrize("profile", PROFILES)
-def test_transfer_accepts_a_neighbouring_optimum_and_leaves_failed_seeds_out(profile):
-    """At the largest width and depth relu's optimum moves one grid step (a swap between neighbouring lrs); on
-    the paper grid (3 seeds) a tanh cell two steps off has a failed seed whose 0 the notebook averaged in,
-    pulling the optimum there. Both transfer claims and the notebook-optimum claim hold."""
+@pytest.mark.parametrize(("profile", "expected"), [("paper", "holds"), ("gpu_medium", "fails")])
+def test_transfer_accepts_a_neighbouring_optimum_and_leaves_failed_seeds_out(profile, expected):
+    """At the largest width and depth relu's optimum moves one step of the activity-lr grid (a swap between
+    neighbouring lrs); on the paper grid (3 seeds) a tanh cell two steps off has a failed seed whose 0 the
+    notebook averaged in, pulling the optimum there. On the paper's 11 activity lrs one step is accepted and
+    both transfer claims and the notebook-optimum claim hold; on gpu_medium's 4 one step would accept 3 of
+    them, so the optimum must not move and the claims fail."""
     cfg = resolved(profile)
     ns, hs = sorted({rc.N for rc in expand(cfg, "S7")}), sorted({rc.H for rc in expand(cfg, "S6")})
     multi_seed = len({rc.seed for rc in expand(cfg, "S7")}) > 1
     failed = {ns[0]: two_steps_off(cfg, "S7"), hs[-1]: two_steps_off(cfg, "S6")} if multi_seed else {}
     m = published(profile, ("F14", "F15", "F23", "F24"), transfer_arrays({ns[-1]: 1, hs[-1]: 1}, failed))
     relu = m[fam("F23")]["transfer_width"]["relu"]
-    assert max(relu["span"].values()) == 1 and max(relu["from_notebook"].values()) == 1  # one step, on one lr
+    assert relu["span"] == {"act_lr": 1, "param_lr": 0} and relu["from_notebook"]["act_lr"] == 1  # one act step
     for cid in ("mupc_lr_transfers_across_width", "mupc_lr_transfers_across_depth",
                 "mupc_transfer_optimum_is_notebooks"):
-        assert verdict(cid, m, profile) == "holds", cid
+        assert verdict(cid, m, profile) == expected, cid
 
 
 @pytest.mark.parametrize("profile", PROFILES)

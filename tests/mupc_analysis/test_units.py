@@ -269,6 +269,44 @@ def test_hessian_cells_as_tasks_elsewhere_and_out_of_order_give_the_same_unit(he
     assert final2.json == final.json and [r.params for r in final2.runs] == [r.params for r in final.runs]
 
 
+TINY_GRID = {"theory_grid": {"widths": [1, 2], "depths": [1, 2], "iters": 4, "train_images": 256,
+                             "plot_iters": [0, 3]}}
+
+
+def _collect(result: Any) -> tuple[list[Output], Output]:
+    parts = []
+    while True:
+        try:
+            parts.append(next(result))
+        except StopIteration as stop:
+            return parts, stop.value
+
+
+def test_theory_nets_are_parts_that_resume_and_tasks_that_run_anywhere():
+    """Each theory net is a part with its run, written when trained (a stopped paper unit resumes); a net
+    trained with the same settings is kept; the nets are ctx.map tasks, pickled to other processes and
+    finished in reverse order with the same numbers."""
+    cfg = _cfg(TINY_GRID)
+    store = Store()
+    parts, final = _run_train(store, cfg, "theory_grid")
+    keys = [theory_key("linear", p, N, H) for p in ("sp", "mupc") for N in (1, 2) for H in (1, 2)]
+    assert [p.part for p in parts] == keys and final.arrays == {} and final.runs == []
+    assert all(len(p.runs) == 1 and p.runs[0].name == p.part for p in parts)
+    assert len(parts[0].arrays["theory.npz"]["loss_energy_ratios"]) == 4
+    again, _ = _run_train(store, cfg, "theory_grid")
+    assert again == []  # every net kept
+    wider = _cfg({"theory_grid": {**TINY_GRID["theory_grid"], "widths": [1, 2, 4]}})
+    more, _ = _run_train(store, wider, "theory_grid")
+    assert [p.part for p in more] == [theory_key("linear", p, 4, H) for p in ("sp", "mupc") for H in (1, 2)]
+    ctx = dataclasses.replace(Store().ctx(cfg, "train", "theory_grid"), mapper=_other_processes_in_reverse)
+    elsewhere, _ = _collect(train_module.train_theory_grid(ctx, "theory_grid"))
+    assert [p.part for p in elsewhere] == keys[::-1]
+    by_part = {p.part: p for p in parts}
+    for p in elsewhere:
+        for name, value in p.arrays["theory.npz"].items():
+            np.testing.assert_array_equal(value, by_part[p.part].arrays["theory.npz"][name])
+
+
 # ----------------------------------------------------------------------------- synthetic fwd_pass / theory
 
 

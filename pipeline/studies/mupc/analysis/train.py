@@ -340,43 +340,82 @@ def theory_record(key: str, params: dict[str, Any], out: dict[str, np.ndarray]) 
     return Run(key, params=params, metrics=metrics, series=series)
 
 
-def train_theory_grid(ctx: Context, unit: str) -> Output:
+@dataclass(frozen=True)
+class TheoryNet:
+    """One theory net to train, picklable: a task in this process or on a Ray worker, which loads its MNIST
+    batches itself (937 × 64 float64 images, 376 MB, would be a heavy task argument)."""
+
+    key: str
+    spec: NetSpec
+    lr: float
+    iters: int
+    batch_size: int
+    seed: int
+    train_images: int | None
+    device: str
+    threads: int
+    eq: dict[str, Any]  # theory_run's equilibrium settings (tanh/relu)
+    params: dict[str, Any]  # the record's params (MLflow)
+
+    def settings(self) -> dict[str, Any]:
+        """What the net's numbers depend on: a kept net must have been trained with these."""
+        return {**self.params, "batch_size": self.batch_size, "train_images": self.train_images, **self.eq}
+
+
+_BATCHES: dict[tuple[Any, ...], list] = {}  # per process: the last MNIST batches its nets trained on
+
+
+def train_net(net: TheoryNet) -> dict[str, np.ndarray]:
+    if net.device.startswith("cpu"):
+        torch.set_num_threads(net.threads)
+    data = (net.iters, net.batch_size, net.seed, net.train_images, net.device)
+    if data not in _BATCHES:
+        _BATCHES.clear()
+        _BATCHES[data] = mnist_batches(*data, torch.float64)
+    return theory_run(net.spec, _BATCHES[data], net.lr, net.seed, **net.eq)
+
+
+def train_nets(ctx: Context, nets: list[TheoryNet], desc: str) -> Iterator[Output]:
+    """Each net is a part, written as soon as it is trained, with its MLflow run; a net whose ``net.json``
+    carries the same settings is kept (a stopped paper unit resumes). The nets to train are ``ctx.map`` tasks:
+    in this process, or Ray tasks side by side."""
+    t0 = time.perf_counter()
+    todo = [n for n in nets if (ctx.previous(f"{n.key}/net.json") or {}).get("settings") != n.settings()]
+    ctx.log(f"{len(nets)} nets, {len(nets) - len(todo)} kept, {len(todo)} to train")
+    finished = ctx.map(train_net, todo, gpus=0 if str(ctx.device).startswith("cpu") else 1)
+    for j, out in ctx.track(finished, total=len(todo), desc=desc, unit="net"):
+        net = todo[j]
+        yield Output(part=net.key, json={"net.json": {"settings": net.settings()}}, arrays={"theory.npz": out},
+                     runs=[theory_record(net.key, net.params, out)])
+    ctx.log(f"{desc}: {len(todo)} nets trained in {time.perf_counter() - t0:.1f} s")
+    return Output()
+
+
+def train_theory_grid(ctx: Context, unit: str) -> Iterator[Output]:
     cfg = unit_settings(ctx)
     tg = cfg.theory_grid
-    batches = mnist_batches(tg.iters, tg.batch_size, tg.seed, tg.train_images, ctx.device, torch.float64)
-    arrays, runs = {}, []
-    t0 = time.perf_counter()
-    cells = list(itertools.product(tg.param_lrs.items(), tg.widths, tg.depths))
-    for (param, lr), N, H in ctx.track(cells, total=len(cells), desc="theory grid", unit="net"):
+    nets = []
+    for (param, lr), N, H in itertools.product(tg.param_lrs.items(), tg.widths, tg.depths):
         spec = theory_spec("linear", param, N, H)
-        key = theory_key("linear", param, N, H)
-        out = theory_run(spec, batches, lr, tg.seed)
-        arrays[f"{key}/theory.npz"] = out
-        runs.append(theory_record(key, {**asdict(spec), "param_lr": lr, "iters": tg.iters, "seed": tg.seed,
-                                        "optim": "adam", "inference": "exact (block Cholesky)"}, out))
-    ctx.log(f"theory_grid: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
-    return Output(arrays=arrays, runs=runs)
+        nets.append(TheoryNet(theory_key("linear", param, N, H), spec, lr, tg.iters, tg.batch_size, tg.seed,
+                              tg.train_images, str(ctx.device), cfg.threads, {},
+                              {**asdict(spec), "param_lr": lr, "iters": tg.iters, "seed": tg.seed, "optim": "adam",
+                               "inference": "exact (block Cholesky)"}))
+    return (yield from train_nets(ctx, nets, "theory grid"))
 
 
-def train_theory_width(ctx: Context, unit: str) -> Output:
+def train_theory_width(ctx: Context, unit: str) -> Iterator[Output]:
     cfg = unit_settings(ctx)
     tw = cfg.theory_width
-    batches = mnist_batches(tw.iters, tw.batch_size, tw.seed, tw.train_images, ctx.device, torch.float64)
-    arrays, runs = {}, []
-    t0 = time.perf_counter()
-    cells = list(itertools.product(tw.acts, tw.params, tw.widths))
     solver = {"newton": "Newton", "gd": "GD"}[tw.eq_solver]
-    for act, param, N in ctx.track(cells, total=len(cells), desc="theory across width", unit="net"):
+    nets = []
+    for act, param, N in itertools.product(tw.acts, tw.params, tw.widths):
         spec = theory_spec(act, param, N, tw.depth)
-        key = theory_key(act, param, N, tw.depth)
         inference = "exact (block Cholesky)" if act == "linear" else f"numerical equilibrium ({solver}, float64)"
-        out = theory_run(spec, batches, tw.param_lr, tw.seed, tw.eq_tol, tw.eq_max_steps, tw.eq_solver,
-                         tw.newton_max_steps, tw.cg_iters)
-        arrays[f"{key}/theory.npz"] = out
-        runs.append(theory_record(key, {**asdict(spec), "param_lr": tw.param_lr, "iters": tw.iters,
-                                        "seed": tw.seed, "optim": "adam", "inference": inference,
-                                        "eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps,
-                                        "eq_solver": tw.eq_solver, "newton_max_steps": tw.newton_max_steps,
-                                        "cg_iters": tw.cg_iters}, out))
-    ctx.log(f"theory_width: {len(runs)} runs in {time.perf_counter() - t0:.1f} s")
-    return Output(arrays=arrays, runs=runs)
+        eq = {"eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps, "eq_solver": tw.eq_solver,
+              "newton_max_steps": tw.newton_max_steps, "cg_iters": tw.cg_iters}
+        nets.append(TheoryNet(theory_key(act, param, N, tw.depth), spec, tw.param_lr, tw.iters, tw.batch_size,
+                              tw.seed, tw.train_images, str(ctx.device), cfg.threads, eq,
+                              {**asdict(spec), "param_lr": tw.param_lr, "iters": tw.iters, "seed": tw.seed,
+                               "optim": "adam", "inference": inference, **eq}))
+    return (yield from train_nets(ctx, nets, "theory across width"))

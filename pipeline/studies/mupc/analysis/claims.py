@@ -169,22 +169,18 @@ def rises_steadily(cells: Any, *, axis: str, factor: float) -> Verdict:
     return ends and steps, measured
 
 
-def grows_in_training(t0: Any, final: Any, *, min_n: int, min_h: int, factor: float) -> Verdict:
-    """In every ``N<n>_H<h>`` cell with N ≥ ``min_n`` and H ≥ ``min_h``, the value after training is more than
-    ``factor`` × its value at t = 0 (no such cell: not held); measured: per cell, [t = 0, final, ratio]."""
-    if not isinstance(t0, Mapping) or not isinstance(final, Mapping):
+def grows_into_top_decade(t0: Any, final: Any, *, top: float) -> Verdict:
+    """No cell reaches the colour bar's top decade [``top``/10, ``top``] at t = 0 and some cell does (or goes
+    beyond) after training; measured: the largest cell at t = 0 and after training."""
+    if not isinstance(t0, Mapping) or not isinstance(final, Mapping) or not t0 or not final:
         return False, None
-    cells: dict[str, list[float | None]] = {}
-    ok = True
-    for k, v0 in t0.items():
-        c = coordinates(str(k), "_")
-        if number(c.get("N")) is None or number(c.get("H")) is None or c["N"] < min_n or c["H"] < min_h:
-            continue
-        x0, x1 = number(v0), number(final.get(k))
-        grew = x0 is not None and x1 is not None and x0 > 0 and x1 > factor * x0
-        cells[k] = [x0, x1, x1 / x0 if x0 and x1 is not None else None]
-        ok &= grew
-    return ok and bool(cells), cells or None
+    first = {k: number(v) for k, v in t0.items()}
+    last = {k: number(v) for k, v in final.items()}
+    if None in first.values() or None in last.values():
+        return False, {"t0": first, "final": last}
+    k0, k1 = max(first, key=first.__getitem__), max(last, key=last.__getitem__)
+    measured = {"t0_max": [k0, first[k0]], "final_max": [k1, last[k1]]}
+    return first[k0] < top / 10 <= last[k1], measured
 
 
 AUTODIFF_TOL = 1e-10  # spec §8.2 invariants 1–2: max |Δ| in float64
@@ -379,16 +375,17 @@ CLAIMS = (
           figures=("F26",), fails_on={"smoke": "smoke's only N ≥ 4 row (N = 4) stops at H = 4: ℒ/F* rises 1.53 → "
                                                "2.23 → 3.50 (2.3×); the paper grid's N = 4 row passes 10× between "
                                                "H = 4 and 8 (3.81 → 27)"}, role=FINDING),
-    Claim("mupc_ratio_grows_in_training_when_wide_and_deep", "F26 (paper Fig. 6, panels t > 0)",
-          "Under μPC, training pulls the loss away from the equilibrium energy in wide, deep nets: at every width "
-          "N ≥ 16 and depth H ≥ 8 of the grid, ℒ/F* after the last iteration is more than 10× its value at t = 0 "
-          "(the notebook's μPC colour bar spans 1…10³, while no t = 0 cell of the paper grid exceeds ≈ 20; "
-          "measured at paper settings: N = 64, H = 8 goes 1.19 → 175, N = 16, H = 64 7.6 → 11,400).",
+    Claim("mupc_ratio_grows_in_training", "F26 (paper Fig. 6, panels t > 0)",
+          "Under μPC, training takes ℒ/F* into the top decade of the notebook's colour bar (1…10³, one range for "
+          "every plotted t): no cell of the grid reaches 10² at t = 0 and some cell does after the last iteration. "
+          "Only that is read off the figure; where and by how much the ratio grows is this project's measurement, "
+          "not a claim (paper settings: N = 16, H = 64 goes 7.6 → 11,435, N = 64, H = 8 1.19 → 175; the narrow "
+          "nets fall towards 1).",
           ((*GRID, "ratio_t0/mupc"), (*GRID, "ratio_final/mupc")),
-          partial(grows_in_training, min_n=16, min_h=8, factor=10.0), figures=("F26",),
-          fails_on={"smoke": "smoke's theory grid stops at N = 4, H = 4 and 32 iterations: no cell with N ≥ 16 and "
-                             "H ≥ 8 (there the μPC ratio falls towards 1 in training, as the paper grid's narrow "
-                             "nets do)"}, role=FINDING),
+          partial(grows_into_top_decade, top=1e3), figures=("F26",),
+          fails_on={"smoke": "smoke's theory grid stops at N = 4, H = 4 and 32 iterations: its largest final ratio "
+                             "is far below 10² (the paper grid's narrow nets fall towards 1 in training)"},
+          role=FINDING),
     Claim("nonlinear_ratio_falls_with_width", "F27 (loss_energy_ratios_per_width)",
           "For linear, tanh and ReLU μPC nets alike, ℒ/F* at t = 0 falls with width: the equilibrium "
           "energy approaches the measured loss.",

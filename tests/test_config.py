@@ -27,7 +27,7 @@ from tests.conftest import ROOT
 @dataclass(frozen=True)
 class Inner:
     lr: float = bounded(0.0, None, lo_open=True)
-    kind: Literal["adam", "muon"] = "adam"
+    optim: Literal["adam", "muon"] = "adam"
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,12 @@ class Outer:
 
 
 def good() -> dict:
-    return {"name": "a", "epochs": 3, "widths": [2, 4], "inner": {"x": {"lr": 0.1, "kind": "muon"}}}
+    return {"name": "a", "epochs": 3, "widths": [2, 4], "inner": {"x": {"lr": 0.1, "optim": "muon"}}}
 
 
 def test_valid_mapping_builds_typed_objects():
     obj = validate(Outer, good(), "s")
-    assert obj.inner["x"].kind == "muon" and obj.inner["x"].lr == 0.1 and obj.widths == [2, 4]
+    assert obj.inner["x"].optim == "muon" and obj.inner["x"].lr == 0.1 and obj.widths == [2, 4]
     assert validate(Outer, {"name": "a", "epochs": 0}, "s").inner is None
 
 
@@ -60,7 +60,7 @@ def test_valid_mapping_builds_typed_objects():
         ({"epochs": True}, "s.epochs = True is not allowed; allowed: an integer"),
         ({"widths": [2, 0]}, "s.widths = 0 is not allowed; allowed: a value in [1, None]"),
         ({"inner": {"x": {"lr": 0.0}}}, "s.inner.x.lr = 0.0 is not allowed; allowed: a value in (0.0, None]"),
-        ({"inner": {"x": {"lr": 1, "kind": "sgd"}}}, "s.inner.x.kind = 'sgd' is not allowed; allowed: one of"),
+        ({"inner": {"x": {"lr": 1, "optim": "sgd"}}}, "s.inner.x.optim = 'sgd' is not allowed; allowed: one of"),
         ({"flag": "yes"}, "s.flag = 'yes' is not allowed; allowed: true/false"),
         ({"name": "forbidden"}, "s.name = 'forbidden' is not allowed; allowed: any name but 'forbidden'"),
         ({"extra": 1}, "s.extra is not a known key; allowed keys: ['epochs', 'flag', 'inner', 'name', 'widths']"),
@@ -74,8 +74,8 @@ def test_errors_name_key_value_and_allowed(patch, expected):
 
 
 def test_literal_error_lists_choices():
-    with pytest.raises(ConfigError, match=r"s.kind = 'sgd' is not allowed; allowed: one of 'adam', 'muon'"):
-        validate(Inner, {"lr": 1.0, "kind": "sgd"}, "s")
+    with pytest.raises(ConfigError, match=r"s.optim = 'sgd' is not allowed; allowed: one of 'adam', 'muon'"):
+        validate(Inner, {"lr": 1.0, "optim": "sgd"}, "s")
 
 
 def test_missing_key_is_named():

@@ -104,11 +104,11 @@ def test_smoke_slice_repro_noop_bad_profile_and_gallery(repo_copy):
     assert set(metrics["runs"]) == set(runs)
     # glyph: auto draws with Droid Sans Fallback where installed, else the rectangles; the stage says which
     assert metrics["glyph"]["requested"] == "auto"
-    assert metrics["glyph"]["kind"] == ("droid" if DROID_FONT.is_file() else "rectangles")
+    assert metrics["glyph"]["shape"] == ("droid" if DROID_FONT.is_file() else "rectangles")
     assert metrics["glyph"]["spectral_norm_scaled"] == pytest.approx(
-        45.609 if metrics["glyph"]["kind"] == "droid" else 45.862, abs=1e-3)
+        45.609 if metrics["glyph"]["shape"] == "droid" else 45.862, abs=1e-3)
     meta = json.loads((root / "artifacts/imprint/train/glyph-adam/meta.json").read_text())
-    assert meta["glyph"]["kind"] == metrics["glyph"]["kind"] and meta["ns_compile"] is None
+    assert meta["glyph"]["shape"] == metrics["glyph"]["shape"] and meta["ns_compile"] is None
     assert json.loads((root / "artifacts/imprint/train/glyph-muon/meta.json").read_text())["ns_compile"] == {
         "requested": False, "compiled": False, "fallback": None}
     spread = json.loads((root / "reports/metrics/imprint_extract@seed_spread.json").read_text())

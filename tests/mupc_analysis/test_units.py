@@ -333,6 +333,9 @@ def _theory_store(store: Store, cfg: MupcAnalysisParams) -> None:
     store.files["theory_width"] = {
         f"{theory_key(a, p, N, tw.depth)}/theory.npz": _theory_run(rng, tw.iters, a == "linear")
         for a in tw.acts for p in tw.params for N in tw.widths}
+    store.files["theory_width"].update({  # what train_nets records of each net (the render names its solver)
+        f"{theory_key(a, p, N, tw.depth)}/net.json": {"settings": {} if a == "linear" else {
+            "eq_solver": tw.eq_solver, "eq_tol": tw.eq_tol}} for a in tw.acts for p in tw.params for N in tw.widths})
 
 
 @pytest.fixture(scope="module")
@@ -694,6 +697,10 @@ def test_theory_figures_through_render(full_store):
             assert x.title.text == "Training iteration" and y.title.text == ytitle and x.type is None and y.type is None
             assert list(x.tickvals) == [0.0, float((tw.iters - 1) // 2), float(tw.iters - 1)]
         assert ("max residual" in fig.layout.title.text) == (not f.id.startswith("F27_linear"))
+        # the caption names the solver that found the equilibria; the legend (3 curves per width + a loss) fits
+        assert ("Newton" in f.caption) == (not f.id.startswith("F27_linear")) and "gradient descent on" not in f.caption
+        legend_rows = 3 * n + 1
+        assert fig.layout.height >= 30 * legend_rows + 160
 
 
 def test_spectral_drift_is_the_largest_relative_change_and_keeps_overflow():

@@ -471,16 +471,26 @@ def _curve(p: Panels, c: int, y: np.ndarray, colour: str, name: str, width: floa
         p.xs[(1, c)] = x.astype(float)
 
 
+LEGEND_ROW = 30  # px a legend entry takes: a curve panel grows so that its figure's legend fits beside it
+
+
 def render_f27(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
     tw = cfg.theory_width
     figs = []
+    entries = 3 * len(tw.plot_widths) + 1  # F*, ℒ and ℒ/F* per plotted width, and the widest net's loss
+    panel = (CURVE_PANEL[0], max(CURVE_PANEL[1], LEGEND_ROW * entries + 50))  # + 50: the plot area is 50 px short
     for act in tw.acts:
         for param in tw.params:
             runs = {N: read(f"{theory_key(act, param, N, tw.depth)}/theory.npz") for N in tw.widths}
+            # the solver the nets were trained with, as their records say (not today's params)
+            how = read(f"{theory_key(act, param, max(tw.widths), tw.depth)}/net.json")["settings"]
+            solver = ("Newton (gradient descent where it does not converge)" if how.get("eq_solver") == "newton" else
+                      "gradient descent on the per-sample energy, step ≤ 1/λ_max(H_z)") + \
+                f", float64, tol {how.get('eq_tol', float('nan')):g}"
             eq = "exact equilibrium" if act == "linear" else "numerical equilibrium"
             res = "" if act == "linear" else (
                 f"; max residual {max(float(np.max(r['eq_residuals'])) for r in runs.values()):.1e}")
-            p = Panels(1, 3, ["equilibrium energy F*", "loss ℒ", "ℒ / F*"], CURVE_PANEL,
+            p = Panels(1, 3, ["equilibrium energy F*", "loss ℒ", "ℒ / F*"], panel,
                        f"{act}, {param}, H={tw.depth}: {eq}{res}")
             for c, (key, scale, ylabel, prefix) in enumerate(WIDTH_CURVES, start=1):
                 cols = palette(scale, len(tw.plot_widths), skip=SKIP)
@@ -494,8 +504,7 @@ def render_f27(read: Reader, cfg: MupcAnalysisParams, src: str) -> list[Figure]:
             fid = f"F27_{act}_{param}"
             figs.append(Figure(fid,
                                f"Energy, loss and ℒ/F* over training per width (H={tw.depth}), {act}, {param}, "
-                               f"{eq}" + ("" if act == "linear" else " (GD on the per-sample energy, float64, step "
-                                          "≤ 1/λ_max(H_z))") + ".",
+                               f"{eq}" + ("" if act == "linear" else f" ({solver})") + ".",
                                "energies_per_width / losses_per_width / loss_energy_ratios_per_width",
                                plotly=p.done(), sources=[("train", src)], family="F27"))
     return figs

@@ -236,7 +236,7 @@ class Run:
 
 
 @dataclass(frozen=True)
-class FigureFamily:
+class FigureEntry:
     """One entry of a study's figure table (its ``FAMILIES``): what a render unit, and where the study has
     them its extract unit, compute. Adding a figure is one entry plus the function that draws it.
 

@@ -15,7 +15,7 @@ MlflowClient = pytest.importorskip("mlflow.tracking").MlflowClient
 
 TINY = {
     "hessian": {"acts": ["linear", "tanh"],
-                "families": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]}],
+                "groups": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]}],
                 "widths": [2, 4], "depths": [2, 4], "dense_max_n": 8, "autodiff_check_max_n": 8},
     "fwd_pass": {"acts": ["linear"], "widths": [16], "depths": [8], "checks": 2, "slice_widths": [16]},
     "theory_grid": {"widths": [1, 2], "depths": [1, 2], "iters": 3, "plot_iters": [0, 2]},

@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import json
 import multiprocessing
+import re
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ from tests.conftest import ROOT
 
 NAME = "mupc_analysis"
 TINY_HESSIAN = {"acts": ["linear", "tanh"],
-                "families": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]},
+                "groups": [{"param": "mupc", "inits": ["standard_gauss"], "skips": [True]},
                              {"param": "sp", "inits": ["standard"], "skips": [False]}],
                 "widths": [2, 4], "depths": [2, 3], "dense_max_n": 4, "autodiff_check_max_n": 8}
 
@@ -120,7 +121,7 @@ def test_every_profile_resolves_to_todays_values():
     assert smoke.hessian.widths == [2, 4, 8] and smoke.hessian.spectrum_backend == "banded"
     assert smoke.hessian.dense_max_n == 32 and paper.hessian.dense_max_n == 512
     assert gpu.hessian.spectrum_backend == paper.hessian.spectrum_backend == "auto" and gpu.hessian.widths[-1] == 64
-    assert [f.inits for f in paper.hessian.families] == [["one_over_N", "standard_gauss", "standard", "orthogonal"],
+    assert [f.inits for f in paper.hessian.groups] == [["one_over_N", "standard_gauss", "standard", "orthogonal"],
                                                          ["standard_gauss"]]
     assert paper.hessian.seeds == [0, 1, 2] and smoke.hessian.seeds == gpu.hessian.seeds == [0]
     assert smoke.fwd_pass.checks == 3 and gpu.fwd_pass.checks == 5 and gpu.fwd_pass.slice_widths == [128, 512]
@@ -139,8 +140,8 @@ def test_every_profile_resolves_to_todays_values():
     (lambda s: s["profiles"]["smoke"]["theory_grid"].update(plot_iters=[0, 900]),
      ["theory_grid.plot_iters = 900", "below iters = 32"]),
     (lambda s: s["profiles"]["smoke"]["theory_width"].update(plot_widths=[3]), ["theory_width.plot_widths = 3"]),
-    (lambda s: s["profiles"]["smoke"]["hessian"]["families"][0].update(param="depth_mup"),
-     ["hessian.families[0].param = 'depth_mup'"]),
+    (lambda s: s["profiles"]["smoke"]["hessian"]["groups"][0].update(param="depth_mup"),
+     ["hessian.groups[0].param = 'depth_mup'"]),
     (lambda s: s["profiles"]["smoke"]["hessian"].update(widths=[2, 2]), ["without repeated values"]),
     (lambda s: s["hessian"].update(bogus=1), ["mupc_analysis.hessian.bogus is not a known key"]),
     (lambda s: s["profiles"]["smoke"].update(threads=0), ["mupc_analysis.threads = 0"]),
@@ -153,6 +154,15 @@ def test_params_errors_name_key_value_allowed(edit, needles):
         load_section(MupcAnalysisParams, raw, NAME, "smoke")
     for needle in needles:
         assert needle in str(err.value), str(err.value)
+
+
+def test_the_hessian_groups_old_name_is_refused_with_its_new_one():
+    raw = _raw()
+    section = copy.deepcopy(raw[NAME])
+    section["hessian"]["families"] = section["hessian"].pop("groups")
+    with pytest.raises(ConfigError, match=re.escape("mupc_analysis.hessian.families = [")) as exc:
+        validate(MupcAnalysisParams, resolve(section, "paper", NAME), NAME)
+    assert "allowed: the same value under its new name, groups (mupc_analysis.hessian.groups)" in str(exc.value)
 
 
 def test_an_override_applies_to_its_profile_only():

@@ -4,7 +4,7 @@ resolved for the active profile (base values with ``profiles.<profile>`` merged 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pipeline.config import bounded, check
 
@@ -21,7 +21,7 @@ def _unique(values: list, path: str) -> None:
 
 
 @dataclass(frozen=True)
-class HessFamily:
+class HessianGroup:
     """One parameterisation with the weight inits and skip settings it is crossed with."""
 
     param: HessParam
@@ -31,8 +31,9 @@ class HessFamily:
 
 @dataclass(frozen=True)
 class HessianParams:
+    RENAMED: ClassVar[dict[str, str]] = {"families": "groups"}  # old spelling -> key (config.validate says so)
     acts: list[Act]
-    families: list[HessFamily]
+    groups: list[HessianGroup]
     activity_decays: list[float] = bounded(0.0)
     widths: list[int] = bounded(1)  # N (D = d_y = N: the 'width' in/out set-up)
     depths: list[int] = bounded(1)  # H
@@ -55,7 +56,7 @@ class HessianParams:
     def check(self, path: str) -> None:
         for name in ("widths", "depths", "seeds", "activity_decays", "acts"):
             _unique(getattr(self, name), f"{path}.{name}")
-        for name in ("widths", "depths", "acts", "families", "seeds", "activity_decays"):
+        for name in ("widths", "depths", "acts", "groups", "seeds", "activity_decays"):
             check(len(getattr(self, name)) > 0, f"{path}.{name}", getattr(self, name), "a non-empty list")
 
 

@@ -18,13 +18,13 @@ FWD_METRICS = ("avg_activity_l1", "avg_activity_l2", "param_l2_norms", "param_sp
 def hessian_configs(hp: HessianParams) -> list[dict[str, Any]]:
     """Every (act, skips, init, param, decay, seed) configuration of the Hessian grid, in a fixed order."""
     out = []
-    for fam in hp.families:
-        for init in fam.inits:
-            for skips in fam.skips:
+    for group in hp.groups:
+        for init in group.inits:
+            for skips in group.skips:
                 for act in hp.acts:
                     for decay in hp.activity_decays:
                         for seed in hp.seeds:
-                            out.append({"act": act, "skips": skips, "init": init, "param": fam.param,
+                            out.append({"act": act, "skips": skips, "init": init, "param": group.param,
                                         "activity_decay": decay, "seed": seed})
     return out
 

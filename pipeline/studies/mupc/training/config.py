@@ -118,7 +118,7 @@ class DataSubset:
 
 
 @dataclass(frozen=True)
-class FamilySpec:
+class Restriction:
     """What one family draws of its sweeps (its sweeps themselves are its entry in ``families.py``)."""
 
     datasets: list[str] | None = None  # restrict the datasets drawn (None: all in the sweep)
@@ -172,7 +172,7 @@ class BestLrs:
 
 @dataclass(frozen=True)
 class FiguresParams:
-    restrict: dict[str, FamilySpec]  # family -> the datasets / acts it draws (absent: all of its sweeps')
+    restrict: dict[str, Restriction]  # family -> the datasets / acts it draws (absent: all of its sweeps')
     best_lrs: BestLrs
     # "table": the notebook's §5.3 values (must exist in the profile's grids; checked at render);
     # "computed": per cell the lr with the best mean-over-seeds final test accuracy (an empty run

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.contract import Context, Output
 from pipeline.studies.mupc.training import metrics
-from pipeline.studies.mupc.training.config import FamilySpec, FiguresParams
+from pipeline.studies.mupc.training.config import FiguresParams, Restriction
 from pipeline.studies.mupc.training.families import FAMILIES
 from pipeline.studies.mupc.training.grid import Env
 from pipeline.studies.mupc.training.source import Sweeps, from_reader
@@ -38,7 +38,7 @@ def family_metrics(unit: str, headline: dict[str, Any]) -> dict[str, Any]:
 
 def extract_family(cfg: FiguresParams, profile: str, unit: str, sweeps: Sweeps) -> dict[str, Any]:
     """The metrics of family ``unit``: its headline numbers and their derived study-level names."""
-    env = Env(family=unit, spec=cfg.restrict.get(unit, FamilySpec()), cfg=cfg, sweeps=sweeps)
+    env = Env(family=unit, spec=cfg.restrict.get(unit, Restriction()), cfg=cfg, sweeps=sweeps)
     measurer(unit)(env)
     return family_metrics(unit, {"family": unit, "profile": profile, "selection": cfg.selection, **env.headline})
 

@@ -14,18 +14,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipeline.contract import FigureFamily
+from pipeline.contract import FigureEntry
 
 CLEAN = ("clean_variants",)
 
 
 def _family(draw: str, sweeps: Mapping[str, str | tuple[str, ...]], args: Mapping[str, Any] | None = None,
-            options: tuple[str, ...] = CLEAN, **kw: Any) -> FigureFamily:
+            options: tuple[str, ...] = CLEAN, **kw: Any) -> FigureEntry:
     """A family whose sweeps are its sources, reading the ``figures`` options ``options``."""
-    return FigureFamily(draw, sweeps, tuple(f"figures.{o}" for o in options), dict(args or {}), **kw)
+    return FigureEntry(draw, sweeps, tuple(f"figures.{o}" for o in options), dict(args or {}), **kw)
 
 
-def _sp(sweep: str, *, lr_sweep: bool = True, best: bool = True) -> FigureFamily:
+def _sp(sweep: str, *, lr_sweep: bool = True, best: bool = True) -> FigureEntry:
     """An SP family; both figures read the sweep's table lrs (the lr sweep compares its pick with them)."""
     return _family("render_sp", {"sweep": sweep}, {"sweep_fig": lr_sweep, "best_fig": best},
                    (*CLEAN, f"best_lrs.{sweep}"))
@@ -33,7 +33,7 @@ def _sp(sweep: str, *, lr_sweep: bool = True, best: bool = True) -> FigureFamily
 
 MUPC = (*CLEAN, "best_lrs.mupc")
 
-FAMILIES: dict[str, FigureFamily] = {
+FAMILIES: dict[str, FigureEntry] = {
     "F7": _sp("S1", best=False),  # SP GD: test acc per act lr, per (ds, act, H)
     "F8": _sp("S1", lr_sweep=False),  # SP GD best lr: acc and κ across H
     "F9": _sp("S2"),  # SP Adam on activities

@@ -25,7 +25,7 @@ from pipeline.contract import Context, Figure, Output
 from pipeline.plotting import palette
 from pipeline.studies.mupc.runs import RunConfig, fmt_num
 from pipeline.studies.mupc.training import aggregate as ag
-from pipeline.studies.mupc.training.config import FamilySpec, FiguresParams
+from pipeline.studies.mupc.training.config import FiguresParams, Restriction
 from pipeline.studies.mupc.training.families import FAMILIES
 from pipeline.studies.mupc.training.grid import (
     DS_NAME,
@@ -657,7 +657,7 @@ def drawer(family: str) -> Callable[[Env], list[Figure]]:
 
 def render_family(cfg: FiguresParams, unit: str, sweeps: Sweeps, selected: Mapping[str, Any]) -> list[Figure]:
     """The figures of family ``unit``, at the learning rates its extract ``selected`` (``selected_lrs``)."""
-    env = Env(family=unit, spec=cfg.restrict.get(unit, FamilySpec()), cfg=cfg, sweeps=sweeps, selected=selected)
+    env = Env(family=unit, spec=cfg.restrict.get(unit, Restriction()), cfg=cfg, sweeps=sweeps, selected=selected)
     return drawer(unit)(env)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training import aggregate as ag
-from pipeline.studies.mupc.training.config import FamilySpec, FiguresParams
+from pipeline.studies.mupc.training.config import FiguresParams, Restriction
 from pipeline.studies.mupc.training.source import RenderError, Sweeps
 
 DS_NAME = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
@@ -31,7 +31,7 @@ class Env:
     extract's ``selected_lrs`` record when the render draws (None: choose, and record the choice)."""
 
     family: str
-    spec: FamilySpec
+    spec: Restriction
     cfg: FiguresParams
     sweeps: Sweeps
     headline: dict[str, Any] = field(default_factory=dict)

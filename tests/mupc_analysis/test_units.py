@@ -709,8 +709,19 @@ def test_theory_figures_through_render(full_store):
         assert ("max residual" in fig.layout.title.text) == (not f.id.startswith("F27_linear"))
         # the caption names the solver that found the equilibria; the legend (3 curves per width + a loss) fits
         assert ("Newton" in f.caption) == (not f.id.startswith("F27_linear")) and "gradient descent on" not in f.caption
-        legend_rows = 3 * n + 1
-        assert fig.layout.height >= 30 * legend_rows + 160
+
+
+def test_f27_grows_its_panels_so_that_every_legend_entry_fits(full_store):
+    """Every width plotted (13 legend entries: F*, ℒ, ℒ/F* per width and the widest net's loss): at the
+    paper's four plotted widths the fixed 350 px panel cut the last entries off."""
+    store, cfg = full_store
+    tw = dataclasses.replace(cfg.theory_width, plot_widths=list(cfg.theory_width.widths))
+    figs = figures_module.render_f27(lambda name: store.files["theory_width"][name],
+                                     dataclasses.replace(cfg, theory_width=tw), "theory_width")
+    entries = 3 * len(tw.plot_widths) + 1
+    for f in figs:
+        assert sum(bool(t.showlegend) for t in f.plotly.data) == entries
+        assert f.plotly.layout.height >= 30 * entries + 160  # the plot area (height − 160 px) holds them all
 
 
 def test_spectral_drift_is_the_largest_relative_change_and_keeps_overflow():

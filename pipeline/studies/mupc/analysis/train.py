@@ -166,7 +166,7 @@ def train_hessian(ctx: Context, unit: str) -> Iterator[Output]:
     t_all = time.perf_counter()
     configs = hessian_configs(hp)
     cells: dict[tuple[int, int, int], dict[str, Any]] = {}  # (config, N, H) -> info
-    tasks, keys = [], []
+    tasks, keys, settings_of = [], [], []
     for i, c in enumerate(configs):
         for N, H in itertools.product(hp.widths, hp.depths):
             full = is_slice(N, H, hp)
@@ -177,15 +177,14 @@ def train_hessian(ctx: Context, unit: str) -> Iterator[Output]:
             else:
                 tasks.append(HessianTask(c, N, H, hp, legacy, full, str(ctx.device), cfg.threads))
                 keys.append((i, N, H))
+                settings_of.append(settings)
     ctx.log(f"hessian_init: {len(configs)} configs, {len(cells)} cells kept, {len(tasks)} to compute")
     eig_seconds: dict[tuple[int, int, int], float] = {}
     finished = ctx.map(hessian_task, tasks, gpus=0 if str(ctx.device).startswith("cpu") else 1)
     for j, (arrays, info, seconds) in ctx.track(finished, total=len(tasks), desc="Hessian cells", unit="cell"):
         i, N, H = keys[j]
-        c, t = configs[i], tasks[j]
         cells[keys[j]], eig_seconds[keys[j]] = info, seconds
-        yield Output(part=cell_dir(c, N, H),
-                     json={"cell.json": {"settings": cell_settings(c, hp, legacy, t.full, t.device), "info": info}},
+        yield Output(part=cell_dir(configs[i], N, H), json={"cell.json": {"settings": settings_of[j], "info": info}},
                      arrays={"cell.npz": arrays})
     summaries: dict[str, Any] = {}
     runs = []

@@ -185,15 +185,16 @@ def test_untouched_layers_keep_exactly_zero_errors():
 
 
 def engine_iterations(act, skips, param, R, H, T, optim, decay, dtype, iters=3, front=True, route="standard",
-                      start=None):
+                      start=None, device="cpu"):
     """``iters`` training iterations (feed-forward or, with ``start``, given activities; inference, final errors,
     weight gradients, a GD weight step) of one engine; every intermediate the trainer reads, per iteration."""
     spec, w, store, x, y = setup(act, skips, param, R, H=H, dtype=dtype)
-    store = [t.clone() for t in store]
+    store = [t.to(device, copy=True) for t in store]
+    x, y = x.to(device), y.to(device)
     w = Weights(store[0], store[1].transpose(0, 1), store[2])
-    lr = torch.tensor([0.3, 0.05, 0.7][:R], dtype=dtype) * (0.1 if optim == "adam" else 5.0)
+    lr = torch.tensor([0.3, 0.05, 0.7][:R], dtype=dtype, device=device) * (0.1 if optim == "adam" else 5.0)
     eng = PCEngine(spec, R, x.shape[1], InferenceConfig(steps=T, optim=optim, activity_decay=decay), dtype=dtype,
-                   front=front, route=route)
+                   device=device, front=front, route=route)
     eng.bind(w)
     grads = [torch.empty_like(t) for t in store]
     out = []

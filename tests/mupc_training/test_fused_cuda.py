@@ -1,0 +1,38 @@
+"""The engine's ``fused`` route compiled for CUDA (Triton's own compiler, not its interpreter) against the standard
+route on the same device: the CPU tests (``test_fused_engine.py``) run the kernels interpreted; these run what
+a GPU trains with. float64 to 1e-10, float32 with TF32 off to float32's round-off. ``gpu``-marked: skipped
+without CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+# First: it sets TRITON_INTERPRET where torch sees no CUDA before Triton is imported (and skips without Triton)
+from tests.mupc_training.test_fused_engine import CASES, _same
+from tests.mupc_training.test_layer_batched_engine import engine_iterations
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def _both(act, skips, param, R, H, T, optim, dtype):
+    torch.backends.cuda.matmul.allow_tf32 = False
+    runs = [engine_iterations(act, skips, param, R, H, T, optim, 0.0, dtype, iters=2, route=route, device="cuda")
+            for route in ("standard", "fused")]
+    return runs[1], runs[0]
+
+
+@pytest.mark.parametrize("act,skips,param,R", CASES)
+def test_fused_equals_standard_on_cuda_in_float64(act, skips, param, R):
+    new, std = _both(act, skips, param, R, 4, 6, "adam", torch.float64)
+    for a, b in zip(new, std):
+        _same([t.cpu() for t in a], [t.cpu() for t in b], 1e-10)
+    assert float(std[-1][2].abs().max()) > 0
+
+
+@pytest.mark.parametrize("act", ["linear", "tanh", "relu"])
+def test_fused_equals_standard_on_cuda_in_float32(act):
+    new, std = _both(act, True, "mupc", 3, 5, 7, "gd", torch.float32)
+    for a, b in zip(new, std):
+        _same([t.cpu() for t in a], [t.cpu() for t in b], 2e-4)

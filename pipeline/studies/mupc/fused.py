@@ -17,6 +17,8 @@ update are done on the product's tile before it is stored, so no φ, φ', μ, J�
 Both read their weights once per step; a single kernel reading each weight tile once for both products is not
 built (the transposed product needs every column of ε_{ℓ+1} before it can start). Launches take no host value
 that changes between iterations (learning rates are read from a device tensor), so a CUDA graph replays them.
+Scalar arguments are declared float64 and cast to the tile's type in the kernel: Triton passes an undeclared
+Python float as float32, which cost the float64 route 1e-6 of relative error on CUDA (the interpreter kept it).
 Runs on CUDA, or on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``, which this module sets where
 torch sees no CUDA device, before Triton reads it), which is how the tests check it.
 """
@@ -76,6 +78,16 @@ def _dphi(x, ACT: tl.constexpr, INTERP: tl.constexpr):
 
 
 @triton.jit
+def _scalar(x, dt: tl.constexpr, INTERP: tl.constexpr):
+    """A float64 scalar argument in the tile's type ``dt``. The interpreter passes the Python float itself, which
+    numpy's rules already combine in the tile's type (a cast there would go through float32)."""
+    if INTERP:
+        return x
+    else:
+        return x.to(dt)
+
+
+@triton.jit
 def _mac(acc, a, b, F64: tl.constexpr, PREC: tl.constexpr):
     """``acc + a @ b`` over one K tile. float32: ``tl.dot`` (tensor cores, TF32 where ``PREC`` says). float64: the
     broadcast product summed over K, which every Triton accepts (3.6 and 3.7 assert in ``tl.dot`` on a float64
@@ -88,7 +100,7 @@ def _mac(acc, a, b, F64: tl.constexpr, PREC: tl.constexpr):
 
 
 @triton.jit
-def _predict_error_kernel(X, W, Y, E, Bn, M, K, s, a,
+def _predict_error_kernel(X, W, Y, E, Bn, M, K, s: tl.float64, a: tl.float64,
                           sxp, sxb, sxk, swp, swm, swk, syp, syb, sym, sep, seb, sem,
                           ERROR: tl.constexpr, ACT: tl.constexpr, HAS_S: tl.constexpr, F64: tl.constexpr,
                           PREC: tl.constexpr,
@@ -98,6 +110,7 @@ def _predict_error_kernel(X, W, Y, E, Bn, M, K, s, a,
     om = pm * BM + tl.arange(0, BM)
     ok = tl.arange(0, BK)
     acc = tl.zeros((BB, BM), dtype=tl.float64 if F64 else tl.float32)
+    s, a = _scalar(s, acc.dtype, INTERP), _scalar(a, acc.dtype, INTERP)
     for k0 in range(0, K, BK):
         kk = k0 + ok
         x = tl.load(X + p * sxp + ob[:, None] * sxb + kk[None, :] * sxk,
@@ -115,8 +128,9 @@ def _predict_error_kernel(X, W, Y, E, Bn, M, K, s, a,
 
 
 @triton.jit
-def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s, a, decay, lr_scalar,
-                      b1, b2, c1, c2, floor, eps, bsize,
+def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s: tl.float64, a: tl.float64,
+                      decay: tl.float64, lr_scalar: tl.float64, b1: tl.float64, b2: tl.float64, c1: tl.float64,
+                      c2: tl.float64, floor: tl.float64, eps: tl.float64, bsize: tl.float64,
                       senp, senb, senk, swp, swk, swn, sesp, sesb, sesn, szp, szb, szn, smp, smb, smn,
                       ACT: tl.constexpr, HAS_S: tl.constexpr, DECAY: tl.constexpr, PER_RUN: tl.constexpr,
                       ADAM: tl.constexpr, F64: tl.constexpr, PREC: tl.constexpr, INTERP: tl.constexpr,
@@ -126,6 +140,11 @@ def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s, a, decay, 
     on = pn * BN + tl.arange(0, BN)
     ok = tl.arange(0, BK)
     acc = tl.zeros((BB, BN), dtype=tl.float64 if F64 else tl.float32)
+    dt = acc.dtype
+    s, a, decay, lr_scalar = _scalar(s, dt, INTERP), _scalar(a, dt, INTERP), _scalar(decay, dt, INTERP), \
+        _scalar(lr_scalar, dt, INTERP)
+    b1, b2, c1, c2 = _scalar(b1, dt, INTERP), _scalar(b2, dt, INTERP), _scalar(c1, dt, INTERP), _scalar(c2, dt, INTERP)
+    floor, eps, bsize = _scalar(floor, dt, INTERP), _scalar(eps, dt, INTERP), _scalar(bsize, dt, INTERP)
     for k0 in range(0, K, BK):
         kk = k0 + ok
         en = tl.load(EN + p * senp + ob[:, None] * senb + kk[None, :] * senk,

@@ -149,24 +149,38 @@ def _torch_state(device: str) -> Iterator[None]:
 
 
 class Calibration:
-    """Seconds per FLOP of each probed shape on one device, read from and written to its cache file."""
+    """Seconds per FLOP of each probed shape on one device, read from and written to its cache file; or, with
+    ``recorded``, a cache file brought from another machine (a GPU's), read only: the plan of that machine
+    here, probing nothing."""
 
-    def __init__(self, device: str):
-        self.device = device
-        self.name = device_name(device)
-        self.torch = torch_version()
-        self.path = cache_dir() / f"{_slug(f'{device} {self.name}')}.json"
+    def __init__(self, device: str | None = None, recorded: Path | None = None):
+        self.recorded = recorded
+        if recorded is not None:
+            doc = self._doc(recorded)
+            if not doc or not {"device", "name", "torch", "entries"} <= set(doc):
+                raise ConfigError(f"--calibration {recorded}: not a plan cache file (a JSON object with device, "
+                                  f"name, torch and entries, as .trainscape/plan/<device>.json)")
+            self.device, self.name, self.torch, self.path = doc["device"], doc["name"], doc["torch"], recorded
+        else:
+            self.device = device or planned_device()
+            self.name = device_name(self.device)
+            self.torch = torch_version()
+            self.path = cache_dir() / f"{_slug(f'{self.device} {self.name}')}.json"
         self.entries: dict[str, dict[str, Any]] = self._read()
         self.probed: list[str] = []  # keys measured by this object (a warm cache measures none)
-        self.failed: dict[str, str] = {}  # keys whose probe raised, and why
+        self.failed: dict[str, str] = {}  # keys whose probe raised (or, recorded, that the file lacks), and why
         self.probe_seconds = 0.0
 
-    def _read(self) -> dict[str, dict[str, Any]]:
+    @staticmethod
+    def _doc(path: Path) -> dict[str, Any]:
         try:
-            data = json.loads(self.path.read_text())
+            data = json.loads(path.read_text())
         except (OSError, ValueError):
             return {}
-        return data.get("entries", {}) if isinstance(data, dict) else {}
+        return data if isinstance(data, dict) else {}
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        return self._doc(self.path).get("entries", {})
 
     def key(self, module: str, work: Work) -> str:
         return json.dumps({"probe": f"{module}:{work.probe}", "shape": dict(work.shape), "torch": self.torch},
@@ -176,6 +190,9 @@ class Calibration:
         """Seconds per FLOP of ``work``'s step on this device: cached, else probed now and cached (``probe``)
         or None; None when the probe fails (the plan then says so: an estimate never makes a stage crash)."""
         key = self.key(module, work)
+        if key not in self.entries and self.recorded is not None:
+            self.failed[key] = f"not in the recorded calibration {self.recorded.name}"
+            return None
         if key not in self.entries and not probe:
             return None
         if key not in self.entries:
@@ -255,26 +272,31 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
         return plan
     cost = unit_cost(family, cfg, unit, calibration.device, previous)
     plan.runs, plan.groups, plan.flops, plan.note, plan.calibrated = cost.runs, cost.groups, cost.flops, cost.note, True
-    failed = []
+    failed: dict[str, list[str]] = {}  # why -> the works it left out
     for w in cost.work:
         rate = calibration.rate(family.probe or "", w) if w.flops else 0.0
         if rate is None:
-            failed.append(f"{w.label}: {calibration.failed[calibration.key(family.probe or '', w)]}")
+            failed.setdefault(calibration.failed[calibration.key(family.probe or "", w)], []).append(w.label)
         seconds = w.flops * (rate or 0.0)
         plan.work.append((w, seconds))
         plan.seconds += seconds
-    if failed:
-        plan.note += f"; NOT in the estimate (probe failed): {'; '.join(failed)}"
+    for why, labels in failed.items():
+        if calibration.recorded is not None:
+            plan.note += f"; NOT in the estimate ({why}): {', '.join(labels)}"
+        else:
+            plan.note += f"; NOT in the estimate (probe failed): {'; '.join(f'{label}: {why}' for label in labels)}"
     return plan
 
 
 def plan_profile(profile: str | None = None, device: str | None = None, root: str | Path | None = None,
-                 stages: Collection[str] | None = None) -> tuple[str, list[StagePlan], Calibration]:
+                 stages: Collection[str] | None = None, recorded: Path | None = None
+                 ) -> tuple[str, list[StagePlan], Calibration]:
     """Every stage of ``profile`` (default: the active one), study by study, family by family; with
-    ``stages``, only those whose name matches one of these shell patterns (a slice built on its own)."""
+    ``stages``, only those whose name matches one of these shell patterns (a slice built on its own); with
+    ``recorded``, on the device of that cache file and from its rates alone."""
     params = load_params(root)
     profile = profile or params.profile
-    calibration = Calibration(device or planned_device())
+    calibration = Calibration(device, recorded)
     plans = []
     for name in registry.names():
         study = registry.load(name)
@@ -375,6 +397,8 @@ def estimate_table(profile: str, plans: list[StagePlan], cal: Calibration, detai
         out.append(_total(f"{name} (total)", ps))
     out.append(_total("all studies (total)", plans))
     probed = (f"{len(cal.probed)} shapes probed now in {cal.probe_seconds:.1f} s" if cal.probed
+              else "every shape from the recorded calibration" if cal.recorded and not cal.failed
+              else f"{len(cal.failed)} shapes missing from the recorded calibration" if cal.recorded
               else "every shape from the cache")
     out.append(f"estimate (calibrated on {where}); {probed} ({cal.path}). FLOPs: the products counted from the "
                f"shapes; fixed: {', '.join(f'{k} {v:g} s' for k, v in FIXED_SECONDS.items())} per stage")
@@ -394,10 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--detail", action="store_true", help="also each stage's work, shape by shape")
     ap.add_argument("--stages", nargs="+", metavar="PATTERN",
                     help="only the stages whose name matches one of these shell patterns (default: every stage)")
+    ap.add_argument("--calibration", type=Path, metavar="FILE",
+                    help="plan for the machine whose plan cache this is (e.g. a GPU's, brought back), probing nothing")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     try:
-        profile, plans, cal = plan_profile(args.profile, stages=args.stages)
+        profile, plans, cal = plan_profile(args.profile, stages=args.stages, recorded=args.calibration)
         if not plans:
             raise ConfigError(f"--stages {' '.join(args.stages or [])}: no stage of profile {profile!r} matches; "
                               f"allowed: patterns of stage names such as mupc_training_train@S10")

@@ -159,6 +159,44 @@ def test_a_failing_probe_leaves_the_work_out_of_the_estimate(monkeypatch):
     assert "AttributeError" in next(iter(cal.failed.values()))
 
 
+H100 = ROOT / "tests" / "mupc_analysis" / "fixtures" / "h100"
+# What pipeline.plan printed for the paper's mupc_analysis on that H100 (fixtures/h100/README.md), seconds per unit
+H100_PRINTED = {"hessian_init": 17 * 60 + 9, "fwd_pass": 12 * 60 + 9, "theory_grid": 23 * 60 + 9,
+                "theory_width": 12 * 60 + 28}
+
+
+def test_a_recorded_gpu_calibration_plans_that_gpu_here_and_probes_nothing(monkeypatch):
+    """The H100's plan cache replayed on this CPU: its device's routes (dense_torch spectra), its rates, the
+    estimates that card printed; its workspace trained theory_width at N = 512 only, so the other widths are
+    said to be missing, not probed here."""
+    monkeypatch.setattr(plan.Calibration, "_write", lambda self: pytest.fail("a recorded calibration is written"))
+    p = (Path(os.environ["TRAINSCAPE_ROOT"]) / "params" / "mupc_analysis.yaml")
+    text = p.read_text()
+    assert "    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]" in text
+    p.write_text(text.replace("    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]",
+                              "    widths: [512]\n    plot_widths: [512]"))
+    _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@*"], recorded=H100 / "plan-calibration.json")
+    assert (cal.device, cal.name, cal.probed) == ("cuda", "NVIDIA H100 80GB HBM3", [])
+    assert not cal.failed
+    got = {p.unit: p.seconds for p in plans}
+    assert {u: round(s) for u, s in got.items()} == pytest.approx(H100_PRINTED, abs=1)
+    hess = next(p for p in plans if p.unit == "hessian_init")
+    assert any(w.label.startswith("dense_torch N=128 H=128") for w, _ in hess.work)
+
+    p.write_text(text)  # every width: the ones that card did not probe are named, and nothing is probed here
+    _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@theory_width"],
+                                      recorded=H100 / "plan-calibration.json")
+    assert cal.probed == [] and len(cal.failed) == 27
+    assert "NOT in the estimate (not in the recorded calibration plan-calibration.json): linear N=1 H=4" in plans[0].note
+
+
+def test_a_file_that_is_not_a_plan_cache_is_refused(tmp_path):
+    bad = tmp_path / "runs.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="not a plan cache file"):
+        plan.Calibration(recorded=bad)
+
+
 @pytest.mark.parametrize(("seconds", "text"), [(4.2, "4.2 s"), (75, "1 min 15 s"), (3 * 3600 + 300, "3 h 5 min"),
                                                (50 * 3600, "50 h 0 min (≈ 2.1 days)")])
 def test_estimates_print_as_h_min_s(seconds, text):

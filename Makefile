@@ -100,9 +100,10 @@ profile:
 	$(PY) -m pipeline.graph --profile $(P)
 
 # What a profile costs before it starts: every stage's runs, groups, FLOPs and estimated time here
-# (`make plan`, `make plan P=paper`; calibrated once per shape, cached in .trainscape/plan/).
+# (`make plan`, `make plan P=paper`; calibrated once per shape, cached in .trainscape/plan/). `CAL=<file>`: the
+# plan of the machine that wrote that cache file (a GPU's, brought back), probing nothing here.
 plan:
-	$(PY) -m pipeline.plan $(if $(P),--profile $(P)) $(if $(DETAIL),--detail)
+	$(PY) -m pipeline.plan $(if $(P),--profile $(P)) $(if $(DETAIL),--detail) $(if $(CAL),--calibration $(CAL))
 
 # Beside dvc repro, a follow sync (pipeline/tracking/) replays each stage's tracking journal into MLflow while
 # the next stages run, on the core a stage leaves idle, so the gallery stage's own sync finds little left

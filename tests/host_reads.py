@@ -15,7 +15,8 @@ class _Syncs(TorchDispatchMode):
     """Counts what would make the host wait for a device: scalar reads (``item``, ``float``, ``bool``…),
     data-dependent shapes (``nonzero``…) and copies to host memory (``cpu``, ``numpy``, ``tolist``)."""
 
-    OPS = ("_local_scalar_dense", "nonzero", "masked_select", "unique", "is_nonzero", "equal")
+    OPS = ("_local_scalar_dense", "nonzero", "masked_select", "unique", "is_nonzero", "equal",
+           "_linalg_check_errors")  # torch.linalg's error check reads each factorisation's info on the host
 
     def __init__(self) -> None:
         super().__init__()

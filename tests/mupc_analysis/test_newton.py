@@ -197,6 +197,30 @@ def test_a_newton_step_reads_the_host_once(act):
     assert reads <= steps + 2 + 8 * len(batches), (reads, steps)
 
 
+@pytest.mark.parametrize("H", [2, 8])
+def test_a_linear_theory_iteration_reads_the_host_once(H):
+    """The exact (block Cholesky) equilibrium checks its H factorisations at once, and the recorded ℒ, F* and
+    closed form are read after the last iteration: one host read an iteration whatever the depth (it was H + 4),
+    a latency the GPU paid at every layer."""
+    spec = NetSpec(D=12, N=5, H=H, d_y=4, act="linear", skips=True, param="mupc", init="standard_gauss")
+    g = torch.Generator().manual_seed(4)
+    batches = [(torch.randn(6, 12, generator=g, dtype=F64),
+                torch.nn.functional.one_hot(torch.randint(0, 4, (6,), generator=g), 4).to(F64)) for _ in range(3)]
+    out = {}
+    reads = count_host_reads(lambda: out.update(theory_run(spec, batches, 1e-2, 0)))
+    assert reads <= len(batches) + 2, reads  # the copy of the records to the host: .cpu() and .numpy()
+    assert np.isfinite(out["loss_energy_ratios"]).all() and out["closed_form_energies"].shape == (3,)
+
+
+def test_a_block_cholesky_that_fails_says_which_layer():
+    spec = NetSpec(D=3, N=3, H=3, d_y=2, act="linear", skips=False, param="sp", init="standard")
+    w = init_weights(spec, [0], dtype=F64)
+    b = theory.theory_blocks(spec, w, 0.0, 0)
+    b.diag[1] = -torch.eye(3, dtype=F64)  # the second layer's block: not positive-definite
+    with pytest.raises(torch.linalg.LinAlgError, match="layer 2 of 3 is not positive-definite"):
+        theory.block_cholesky(b)
+
+
 def test_the_cost_model_counts_the_line_search_newton_runs():
     """cost.py stays free of torch, so it names the tries a step makes; they must be newton.py's."""
     sizes = len(newton.STEP_SIZES)

@@ -728,3 +728,20 @@ def test_spectral_drift_is_the_largest_relative_change_and_keeps_overflow():
     assert spectral_drift(np.array([2.0, 2.1, 1.7])) == pytest.approx(0.15)
     assert spectral_drift(np.array([2.0])) == 0.0
     assert np.isnan(spectral_drift(np.array([2.0, np.inf, np.nan])))
+
+
+def test_narrow_theory_nets_train_and_are_planned_on_the_cpu_of_a_gpu_machine():
+    """On a GPU machine theory nets of N <= 64 are latency-bound (the H100's calibration, config.py): the cost
+    model plans them on the CPU, as train.py trains them; on a CPU machine nothing moves."""
+    from pipeline.studies.mupc.analysis import cost
+    from pipeline.studies.mupc.analysis.config import THEORY_CPU_MAX_WIDTH, theory_device
+
+    paper = load_section(MupcAnalysisParams, _raw(), NAME, "paper")
+    assert theory_device(64, "cuda") == "cpu" and theory_device(128, "cuda:1") == "cuda:1"
+    assert theory_device(512, "cpu") == "cpu"
+    for unit, fn in (("theory_grid", cost.theory_grid_cost), ("theory_width", cost.theory_width_cost)):
+        on_gpu = fn(paper, unit, "cuda").work
+        widths = {w.shape["N"]: w.shape.get("device", "cuda") for w in on_gpu}
+        assert widths == {N: "cpu" if N <= THEORY_CPU_MAX_WIDTH else "cuda" for N in widths}
+        assert all("device" not in w.shape for w in fn(paper, unit, "cpu").work)
+    assert max(w.shape["N"] for w in cost.theory_width_cost(paper, "theory_width", "cuda").work) == 512

@@ -14,6 +14,18 @@ Init = Literal["standard", "standard_gauss", "one_over_N", "orthogonal"]
 TrainUnit = Literal["hessian_init", "fwd_pass", "theory_grid", "theory_width"]
 Variant = Literal["sp_no_skips", "sp_skips", "depth_mup_no_skips", "depth_mup_skips", "orthogonal"]
 
+# A theory net (theory_grid, theory_width) this wide or narrower trains on the CPU whatever the stage's device:
+# its iteration is a chain of tiny kernels, bound by latency. Measured per training iteration of linear nets
+# (tests/mupc_analysis/fixtures/h100/plan-calibration.json against this project's 2-core CPU's plan cache):
+# an H100 took 6-16 ms at N <= 16, H <= 8 where the CPU took 2-7 ms, 32-96 ms at H = 32-64 where it took
+# 7-31 ms, and at N = 64 0.6-1.3x the CPU's time; at N = 512 it took 57 ms against 274.
+THEORY_CPU_MAX_WIDTH = 64
+
+
+def theory_device(N: int, device: str) -> str:
+    """Where a theory net of width ``N`` trains in a stage on ``device``."""
+    return "cpu" if N <= THEORY_CPU_MAX_WIDTH else device
+
 
 
 def _unique(values: list, path: str) -> None:

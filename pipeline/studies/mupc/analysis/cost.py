@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.contract import Cost, Work
-from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
+from pipeline.studies.mupc.analysis.config import MupcAnalysisParams, theory_device
 from pipeline.studies.mupc.analysis.layout import hessian_configs, is_slice
 from pipeline.studies.mupc.cost import blocks_flops, dense_flops, eig_flops
 
@@ -122,9 +122,10 @@ def theory_flops(act: str, N: int, H: int, B: int, eq_steps: int, solver: str = 
     return rest + eq_steps * 3 * 2 * B * ((H - 1) * N * N + D_Y * N)
 
 
-def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iters: int, B: int,
+def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iters: int, B: int, device: str,
             solver: str = "gd") -> Cost:
-    """``nets``: (act, N, H, nets of that shape) trained ``iters`` iterations at batch ``B``; tanh/relu
+    """``nets``: (act, N, H, nets of that shape) trained ``iters`` iterations at batch ``B`` on ``device`` (the
+    narrow ones on the CPU, :func:`~pipeline.studies.mupc.analysis.config.theory_device`); tanh/relu
     equilibria by ``solver``."""
     tw = cfg.theory_width
 
@@ -135,7 +136,8 @@ def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iter
 
     work = tuple(Work(f"{act} N={N} H={H}, {k} nets", "theory_step",
                       {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps(act), "solver": solver,
-                       "cg_iters": tw.cg_iters, "threads": cfg.threads},
+                       "cg_iters": tw.cg_iters, "threads": cfg.threads,
+                       **({"device": "cpu"} if theory_device(N, device) == "cpu" != device else {})},
                       k * iters * theory_flops(act, N, H, B, steps(act), solver, tw.cg_iters))
                  for act, N, H, k in nets)
     n = sum(k for *_, k in nets)
@@ -162,11 +164,11 @@ def theory_grid_cost(cfg: MupcAnalysisParams, unit: str, device: str,
                      previous: Callable[[str], Any] | None = None) -> Cost:
     tg = cfg.theory_grid
     nets = [("linear", N, H, len(tg.param_lrs)) for N, H in itertools.product(tg.widths, tg.depths)]
-    return _theory(cfg, nets, tg.iters, tg.batch_size)
+    return _theory(cfg, nets, tg.iters, tg.batch_size, device)
 
 
 def theory_width_cost(cfg: MupcAnalysisParams, unit: str, device: str,
                       previous: Callable[[str], Any] | None = None) -> Cost:
     tw = cfg.theory_width
     nets = [(a, N, tw.depth, len(tw.params)) for a, N in itertools.product(tw.acts, tw.widths)]
-    return _theory(cfg, nets, tw.iters, tw.batch_size, tw.eq_solver)
+    return _theory(cfg, nets, tw.iters, tw.batch_size, device, tw.eq_solver)

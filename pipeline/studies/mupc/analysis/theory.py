@@ -38,17 +38,23 @@ def block_cholesky(b: Blocks) -> tuple[torch.Tensor, torch.Tensor]:
     """Block LLᵀ of an SPD block-tridiagonal matrix: diagonal factors L_ℓ [H,N,N] and sub-blocks C_ℓ [H-1,N,N]
     with ``A_ℓℓ = L_ℓ L_ℓᵀ + C_{ℓ-1} C_{ℓ-1}ᵀ`` and ``A_{ℓ+1,ℓ} = C_ℓ L_ℓᵀ``."""
     H = b.H
-    Ls, Cs = [], []
+    Ls, Cs, infos = [], [], []
     prev_c = None
     for ell in range(H):
         a = b.diag[ell] if prev_c is None else b.diag[ell] - prev_c @ prev_c.T
-        lo = torch.linalg.cholesky(a)
+        lo, info = torch.linalg.cholesky_ex(a)  # checked once below: one host read a factorisation, not H
         Ls.append(lo)
+        infos.append(info)
         if ell < H - 1:
             # C_ℓ = A_{ℓ+1,ℓ} L_ℓ^{-T}  ⇔  L_ℓ C_ℓᵀ = A_{ℓ,ℓ+1}
             prev_c = torch.linalg.solve_triangular(lo, b.upper[ell], upper=False).T
             Cs.append(prev_c)
     C = torch.stack(Cs) if Cs else b.upper.new_zeros((0, b.N, b.N))
+    failed = torch.stack(infos)
+    if bool(failed.any()):
+        ell = int(torch.nonzero(failed)[0, 0])
+        raise torch.linalg.LinAlgError(f"block Cholesky: the Schur complement of layer {ell + 1} of {H} is not "
+                                       f"positive-definite (leading minor {int(failed[ell])})")
     return torch.stack(Ls), C
 
 
@@ -114,7 +120,7 @@ def closed_form_energy(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tens
         for p in prods[:-1]:  # k = L … 2
             S = S + p @ p.T
         res = yr - xr @ full.T  # [B, d_y]
-        sol = torch.linalg.solve(S, res.T)  # [d_y, B]
+        sol = torch.linalg.solve_ex(S, res.T)[0]  # [d_y, B]; S ⪰ I is never singular: nothing to check
         out.append(0.5 * (res.T * sol).sum(0))
     return torch.stack(out)
 

@@ -20,7 +20,12 @@ from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
 from pipeline.studies.mupc import hessian
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
-from pipeline.studies.mupc.analysis.config import HessianParams, MupcAnalysisParams
+from pipeline.studies.mupc.analysis.config import (
+    THEORY_CPU_MAX_WIDTH,
+    HessianParams,
+    MupcAnalysisParams,
+    theory_device,
+)
 from pipeline.studies.mupc.analysis.layout import (
     FWD_METRICS,
     cell_dir,
@@ -296,12 +301,13 @@ def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float
     else:
         out.update(eq_residuals=np.zeros(n), eq_steps=np.zeros(n, dtype=np.int64),
                    eq_fallback_steps=np.zeros(n, dtype=np.int64), eq_failed_steps=np.zeros(n, dtype=np.int64))
+    records = []  # per iteration [ℒ, F*(, closed form)] on the device, read once after the loop
     for k, (x, y) in enumerate(batches):
         z0, y_hat = feedforward(spec, w, x)
-        loss = float(theory.summed_loss(y_hat, y)[0])
+        record = [theory.summed_loss(y_hat, y)[0]]
         if spec.act == "linear":
             z = theory.linear_equilibrium(spec, w, x, y)
-            out["closed_form_energies"][k] = float(theory.closed_form_energy(spec, w, x, y).mean())
+            record.append(theory.closed_form_energy(spec, w, x, y).mean())
         else:
             if eq_solver == "newton":
                 eq = newton.newton_equilibrium(spec, w, x, y, z0, tol=eq_tol, max_steps=newton_max_steps,
@@ -311,14 +317,18 @@ def theory_run(spec: NetSpec, batches: list, lr: float, seed: int, eq_tol: float
             z = eq.z
             out["eq_residuals"][k], out["eq_steps"][k] = float(eq.residual.max()), eq.steps
             out["eq_fallback_steps"][k], out["eq_failed_steps"][k] = eq.fallback_steps, eq.failed_steps
-        f_star = float(theory.per_sample_energy(spec, w, x, y, z).mean())
-        out["train_losses"][k], out["train_energies"][k] = loss, f_star
-        out["loss_energy_ratios"][k] = loss / f_star
+        record.insert(1, theory.per_sample_energy(spec, w, x, y, z).mean())
+        records.append(torch.stack(record))
         if k == n - 1:
             break
         eps, eps_out = errors(spec, w, x, y, z)
         grads = weight_grads(spec, w, x, z, eps, eps_out)
         w = Weights(*opt.step(w.tensors(), grads.tensors()))
+    values = torch.stack(records).cpu().numpy()
+    out["train_losses"], out["train_energies"] = values[:, 0].copy(), values[:, 1].copy()
+    out["loss_energy_ratios"] = values[:, 0] / values[:, 1]
+    if spec.act == "linear":
+        out["closed_form_energies"] = values[:, 2].copy()
     return out
 
 
@@ -381,7 +391,11 @@ def train_nets(ctx: Context, nets: list[TheoryNet], desc: str) -> Iterator[Outpu
     t0 = time.perf_counter()
     todo = [n for n in nets if (ctx.previous(f"{n.key}/net.json") or {}).get("settings") != n.settings()]
     ctx.log(f"{len(nets)} nets, {len(nets) - len(todo)} kept, {len(todo)} to train")
-    finished = ctx.map(train_net, todo, gpus=0 if str(ctx.device).startswith("cpu") else 1)
+    moved = sum(n.device != str(ctx.device) for n in todo)
+    if moved:
+        ctx.log(f"{moved} nets of width <= {THEORY_CPU_MAX_WIDTH} train on the CPU (latency-bound on {ctx.device}), "
+                f"{len(todo) - moved} on {ctx.device}")
+    finished = ctx.map(train_net, todo, gpus=0 if len(todo) == moved or str(ctx.device).startswith("cpu") else 1)
     for j, out in ctx.track(finished, total=len(todo), desc=desc, unit="net"):
         net = todo[j]
         yield Output(part=net.key, json={"net.json": {"settings": net.settings()}}, arrays={"theory.npz": out},
@@ -397,7 +411,7 @@ def train_theory_grid(ctx: Context, unit: str) -> Iterator[Output]:
     for (param, lr), N, H in itertools.product(tg.param_lrs.items(), tg.widths, tg.depths):
         spec = theory_spec("linear", param, N, H)
         nets.append(TheoryNet(theory_key("linear", param, N, H), spec, lr, tg.iters, tg.batch_size, tg.seed,
-                              tg.train_images, str(ctx.device), cfg.threads, {},
+                              tg.train_images, theory_device(N, str(ctx.device)), cfg.threads, {},
                               {**asdict(spec), "param_lr": lr, "iters": tg.iters, "seed": tg.seed, "optim": "adam",
                                "inference": "exact (block Cholesky)"}))
     return (yield from train_nets(ctx, nets, "theory grid"))
@@ -414,7 +428,7 @@ def train_theory_width(ctx: Context, unit: str) -> Iterator[Output]:
         eq = {"eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps, "eq_solver": tw.eq_solver,
               "newton_max_steps": tw.newton_max_steps, "cg_iters": tw.cg_iters}
         nets.append(TheoryNet(theory_key(act, param, N, tw.depth), spec, tw.param_lr, tw.iters, tw.batch_size,
-                              tw.seed, tw.train_images, str(ctx.device), cfg.threads, eq,
+                              tw.seed, tw.train_images, theory_device(N, str(ctx.device)), cfg.threads, eq,
                               {**asdict(spec), "param_lr": tw.param_lr, "iters": tw.iters, "seed": tw.seed,
                                "optim": "adam", "inference": inference, **eq}))
     return (yield from train_nets(ctx, nets, "theory across width"))

@@ -172,10 +172,11 @@ def test_a_recorded_gpu_calibration_plans_that_gpu_here_and_probes_nothing(monke
     monkeypatch.setattr(plan.Calibration, "_write", lambda self: pytest.fail("a recorded calibration is written"))
     p = (Path(os.environ["TRAINSCAPE_ROOT"]) / "params" / "mupc_analysis.yaml")
     text = p.read_text()
-    assert "    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]" in text
-    p.write_text(text.replace("    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]",
-                              "    widths: [512]\n    plot_widths: [512]"))
-    _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@*"], recorded=H100 / "plan-calibration.json")
+    every = "    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]"
+    assert every in text
+    p.write_text(text.replace(every, "    widths: [512]\n    plot_widths: [512]"))
+    recorded = H100 / "plan-calibration.json"
+    _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@*"], recorded=recorded)
     assert (cal.device, cal.name, cal.probed) == ("cuda", "NVIDIA H100 80GB HBM3", [])
     got = {p.unit: round(p.seconds) for p in plans}
     for unit in ("hessian_init", "fwd_pass", "theory_width"):
@@ -188,10 +189,10 @@ def test_a_recorded_gpu_calibration_plans_that_gpu_here_and_probes_nothing(monke
     assert all(json.loads(k)["shape"]["device"] == "cpu" for k in cal.failed)
 
     p.write_text(text)  # every width: the ones that card did not probe are named, and nothing is probed here
-    _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@theory_width"],
-                                      recorded=H100 / "plan-calibration.json")
+    _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@theory_width"], recorded=recorded)
     assert cal.probed == [] and len(cal.failed) == 27  # N = 128, 256 on the GPU; N <= 64 on the CPU
-    assert "NOT in the estimate (not in the recorded calibration plan-calibration.json): linear N=1 H=4" in plans[0].note
+    missing = "NOT in the estimate (not in the recorded calibration plan-calibration.json): linear N=1 H=4"
+    assert missing in plans[0].note
 
 
 def test_a_file_that_is_not_a_plan_cache_is_refused(tmp_path):

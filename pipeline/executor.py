@@ -1,12 +1,16 @@
-"""Where a stage's independent tasks run: in the stage's process (``local``) or on Ray (``ray``).
+"""Where a stage's independent tasks run: in the stage's process (``local``), in worker processes on this
+machine (``processes``) or on Ray (``ray``).
 
 A study hands :meth:`Context.map <pipeline.contract.Context.map>` a module-level function and its
 inputs (a sweep's stacked groups, say) and gets ``(index, result)`` pairs as tasks finish. The DVC
 stage stays the unit of caching: whichever executor ran the tasks, the study yields the same parts
 and the framework writes them the same way, so outputs and resume-after-kill are identical.
 
-``TRAINSCAPE_EXECUTOR=ray`` runs each task as a Ray task: ``RAY_ADDRESS`` joins an existing cluster,
-otherwise a local Ray starts with the machine's CPUs; on CUDA each task asks for one GPU.
+``TRAINSCAPE_EXECUTOR=processes`` runs the tasks side by side in a pool of ``TRAINSCAPE_WORKERS`` worker
+processes (default: one per CPU; the standard library's ``concurrent.futures``), for a machine without Ray,
+such as a GPU machine whose CPU tasks would otherwise wait for each other. ``TRAINSCAPE_EXECUTOR=ray`` runs
+each task as a Ray task: ``RAY_ADDRESS`` joins an existing cluster, otherwise a local Ray starts with the
+machine's CPUs; on CUDA each task asks for one GPU.
 
 Where each task ran (which node, which attempt: Ray retries a task whose node died) is handed back in
 ``where`` for the run records and MLflow, never for an output: outputs are the same on every executor.
@@ -25,7 +29,8 @@ from typing import Any
 
 from pipeline.config import ConfigError
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "processes", "ray")
+WORKERS_ENV = "TRAINSCAPE_WORKERS"
 Mapper = Callable[..., Iterator[tuple[int, Any]]]
 Where = dict[int, dict[str, Any]]  # task index -> where it ran (executor, node, attempt)
 HEAD_LOST_AFTER_S = 10.0  # the head unreachable this long (Ray's driver gives up after 60 s): the stage stops
@@ -40,6 +45,8 @@ def executor_name() -> str:
     name = os.environ.get("TRAINSCAPE_EXECUTOR", "local") or "local"
     if name not in EXECUTORS:
         raise ConfigError(f"TRAINSCAPE_EXECUTOR = {name!r} is not allowed; allowed: {list(EXECUTORS)}")
+    if name == "processes":
+        worker_count()
     return name
 
 
@@ -50,6 +57,44 @@ def local_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0
         if where is not None:
             where[i] = {"executor": "local", "host": socket.gethostname()}
         yield i, fn(item)
+
+
+def worker_count() -> int:
+    """``TRAINSCAPE_WORKERS`` (default: the CPUs of this machine), checked before any compute."""
+    raw = os.environ.get(WORKERS_ENV, "")
+    if not raw:
+        return os.cpu_count() or 1
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"{WORKERS_ENV} = {raw!r} is not allowed; allowed: a whole number of worker processes, 1 "
+                          f"or more (unset: one per CPU, {os.cpu_count()} here)")
+    return int(raw)
+
+
+def _in_worker(fn: Callable[[Any], Any], item: Any) -> tuple[dict[str, Any], Any]:
+    return {"executor": "processes", "host": socket.gethostname(), "pid": os.getpid()}, fn(item)
+
+
+def process_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,
+                where: Where | None = None) -> Iterator[tuple[int, Any]]:
+    """Every item a task in a pool of worker processes; results in the order tasks finish. Workers are
+    spawned, not forked: a task may use CUDA, which a forked child of a CUDA process cannot. A task's error
+    ends the map; tasks not started are cancelled. ``gpus`` is what a Ray task would ask for: the workers
+    share this machine's devices."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    if not items:
+        return
+    pool = cf.ProcessPoolExecutor(min(worker_count(), len(items)), mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(_in_worker, fn, item): i for i, item in enumerate(items)}
+        for future in cf.as_completed(futures):
+            node, result = future.result()
+            if where is not None:
+                where[futures[future]] = node
+            yield futures[future], result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def located_task(fn: Callable[[Any], Any], item: Any) -> tuple[dict[str, Any], Any]:
@@ -116,4 +161,4 @@ def ray_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,
 
 
 def mapper(name: str) -> Mapper:
-    return {"local": local_map, "ray": ray_map}[name]
+    return {"local": local_map, "processes": process_map, "ray": ray_map}[name]

@@ -124,7 +124,8 @@ IMPRINT_METRICS = {
 }
 
 
-SPREAD_METRICS = {"profile": "smoke", "gap": {"min": 0.05, "median": 0.12, "max": 0.38}}
+SPREAD_METRICS = {"profile": "smoke", "gap": {"min": 0.05, "median": 0.12, "max": 0.38},
+                  "adam": {"min": 0.56, "median": 0.83, "max": 0.89}}
 FIXTURES = {"imprint_extract@final": IMPRINT_METRICS, "imprint_extract@seed_spread": SPREAD_METRICS}
 
 

@@ -140,8 +140,8 @@ CLAIMS = (
           partial(difference_within, lo=SLOWDOWN[0], hi=SLOWDOWN[1]), figures=("glyph", "random"), role=FINDING),
     Claim("glyph_slows_adam_on_every_init_seed", GLYPH_FIG + ", over init seeds",
           "Under Adam the glyph init trails the random init after epoch 1 on every init seed of the spread, by at "
-          "least 1 point: the slowdown is the glyph's, not one draw's (its size is the draw's: a fp32 smoke build "
-          "spans 3.6–36.3 points over 8 seeds, the seed's one draw 3.0).",
+          "least 1 point: the slowdown is the glyph's, not one draw's (its size is the draw's: the paper build on a "
+          "CPU spans 3.3–40.3 points over 8 seeds, the seed's one draw 3.0).",
           (run("random-adam", "test_acc_epoch1"), (SPREAD, "adam", "max")),
           partial(exceeds, margin=SLOWDOWN[0]), figures=("glyph", "random", "seed_spread"), role=FINDING),
     Claim("glyph_raises_first_loss", GLYPH_FIG,

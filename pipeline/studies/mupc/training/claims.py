@@ -340,6 +340,20 @@ def bp_gap_trained(cell: Any, *, most: float, level: float) -> tuple[bool, Any]:
     return ok and None not in accs and min(accs) >= level, {"gap": gap, "min_acc": None if None in accs else min(accs)}
 
 
+def bp_gap_at_dataset_level(final_acc: Any, *, most: float) -> tuple[bool, Any]:
+    """F19, every panel (keys ``<dataset>/…``): :func:`bp_gap_trained` at its dataset's paper level
+    (``LEVELS``); measured: each panel's gap, lowest accuracy and level."""
+    if not isinstance(final_acc, Mapping) or not final_acc:
+        return False, None
+    out, ok = {}, True
+    for key, cell in final_acc.items():
+        level = LEVELS.get(str(key).split("/")[0])
+        good, m = bp_gap_trained(cell, most=most, level=level) if level is not None else (False, None)
+        ok &= good
+        out[key] = {**(m or {}), "level": level}
+    return ok, out
+
+
 def no_lr_trains_deepest(per_lr: Any, mupc_final: Any, *, acts: tuple[str, ...], most: float,
                          level: float) -> tuple[bool, Any]:
     """F28: at the deepest H of the lr grid (``final_acc_per_lr``, keys ``<ds>/<act>/H=<h>``, each a mapping
@@ -447,10 +461,10 @@ CLAIMS = (
           role=FINDING),
     Claim("pc_at_chance_when_deep", "F18/F20 (paper Fig. 1, right)",
           "Standard PC does not train deep ReLU ResNets, though it trains shallow ones: trained at the smallest "
-          "depth F18 draws it reaches at least 20 % (10 points above chance; the paper: ≈ 90 %), at the largest "
+          "depth F18 draws it reaches the paper's MNIST level, at least 80 % (the paper: ≈ 90 %), at the largest "
           "it stays within 5 points of chance (an untrained PC is at chance at every depth).",
           (PC_MEASURED_F18, (fam("F18"), "fig1_final_acc")),
-          partial(on_measured, check=partial(pc_trains_shallow_not_deep, level=TRAINS, most=15.0)),
+          partial(on_measured, check=partial(pc_trains_shallow_not_deep, level=MNIST_LEVEL, most=15.0)),
           figures=("F18", "F20"), fails_on={"smoke": TINY}, role=FINDING),
     Claim("mupc_beats_pc_128_layers", "F18 at its deepest H (paper Fig. 1, right; F19's PC is not measured)",
           "At the deepest net F18 draws (paper: 128 layers, 1 epoch), μPC ends at least 20 points above standard "
@@ -460,9 +474,10 @@ CLAIMS = (
           figures=("F18", "F19"), fails_on={"smoke": TINY}, role=FINDING),
     Claim("mupc_near_bp_128_layers", "F19 (mupc_vs_pc_vs_bp_128_relu_net)",
           "The deepest μPC net trains close to BP with Depth-μP: on MNIST and Fashion-MNIST, over the same "
-          "schedule, both train (at least 20 %, 10 points above chance) and μPC's final accuracy is at most 10 "
-          "points below BP's (two untrained nets are level at chance).",
-          ((fam("F19"), "final_acc"),), partial(each, check=partial(bp_gap_trained, most=10.0, level=TRAINS)),
+          "schedule, both reach the paper's level (80 % on MNIST, 75 % on Fashion-MNIST; the paper: ≈ 90 %+ and "
+          "the high 80s) and μPC's final accuracy is at most 10 points below BP's (two untrained nets are level "
+          "at chance).",
+          ((fam("F19"), "final_acc"),), partial(bp_gap_at_dataset_level, most=10.0),
           figures=("F19",),
           fails_on={"smoke": TINY}, role=FINDING),
     Claim("pc_fails_at_128_layers_for_any_lr",

@@ -36,3 +36,13 @@ def test_fused_equals_standard_on_cuda_in_float32(act):
     new, std = _both(act, True, "mupc", 3, 5, 7, "gd", torch.float32)
     for a, b in zip(new, std):
         _same([t.cpu() for t in a], [t.cpu() for t in b], 2e-4)
+
+
+def test_fused_equals_standard_on_cuda_over_several_tiles():
+    """N = 70, B = 66: two tiles of each, launched as CUDA runs them (a row's tiles side by side)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    args = ("relu", True, "mupc", 2, 3, 3, "adam", 0.0, torch.float64)
+    std, new = (engine_iterations(*args, iters=1, route=route, device="cuda", N=70, B=66)
+                for route in ("standard", "fused"))
+    for a, b in zip(new, std):
+        _same([t.cpu() for t in a], [t.cpu() for t in b], 1e-10)

@@ -92,6 +92,16 @@ def test_fused_with_activity_decay_and_given_activities(act, optim):
         _same(a, b, 1e-10)
 
 
+def test_fused_over_several_tiles_of_width_and_batch():
+    """N = 70 and B = 66: two tiles of each (64 at most), so a row's tiles, its norm partials and the tiles'
+    order in the launch grid are exercised, not one tile per row."""
+    args = ("tanh", True, "mupc", 2, 3, 3, "adam", 0.0, F64)
+    std = engine_iterations(*args, iters=1, route="standard", N=70, B=66)
+    new = engine_iterations(*args, iters=1, route="fused", N=70, B=66)
+    for a, b in zip(new, std):
+        _same(a, b, 1e-10)
+
+
 @pytest.mark.parametrize("act,optim", [("tanh", "gd"), ("relu", "adam"), ("linear", "gd")])
 def test_fused_in_float32(act, optim):
     std = _iterations("standard", act, True, "mupc", 3, 5, 7, optim, 0.0, torch.float32)

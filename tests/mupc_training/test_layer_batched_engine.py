@@ -88,9 +88,9 @@ def ref_weight_grads(spec, w, x, y, z, r):
 # ----------------------------------------------------------------------------- set-up
 
 
-def setup(act, skips, param, R, H=4, B=5, dtype=F64):
+def setup(act, skips, param, R, H=4, B=5, dtype=F64, N=6):
     init = "standard_gauss" if param == "mupc" else "standard"
-    spec = NetSpec(D=7, N=6, H=H, d_y=3, act=act, skips=skips, param=param, init=init)
+    spec = NetSpec(D=7, N=N, H=H, d_y=3, act=act, skips=skips, param=param, init=init)
     w0 = init_weights(spec, list(range(R)), dtype=dtype)
     # the trainer's storage: hidden layers layer-major [H-1, R, N, N]; w is its run-major view
     store = [w0.w_in.contiguous(), w0.w_hid.transpose(0, 1).contiguous(), w0.w_out.contiguous()]
@@ -185,10 +185,10 @@ def test_untouched_layers_keep_exactly_zero_errors():
 
 
 def engine_iterations(act, skips, param, R, H, T, optim, decay, dtype, iters=3, front=True, route="standard",
-                      start=None, device="cpu"):
+                      start=None, device="cpu", N=6, B=5):
     """``iters`` training iterations (feed-forward or, with ``start``, given activities; inference, final errors,
     weight gradients, a GD weight step) of one engine; every intermediate the trainer reads, per iteration."""
-    spec, w, store, x, y = setup(act, skips, param, R, H=H, dtype=dtype)
+    spec, w, store, x, y = setup(act, skips, param, R, H=H, B=B, dtype=dtype, N=N)
     store = [t.to(device, copy=True) for t in store]
     x, y = x.to(device), y.to(device)
     w = Weights(store[0], store[1].transpose(0, 1), store[2])

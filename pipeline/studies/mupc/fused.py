@@ -14,7 +14,8 @@ update are done on the product's tile before it is stored, so no φ, φ', μ, J�
   partials buffer (reduced per run by the engine, no atomics: the same numbers every run), then the GD or Adam
   step on ``Z`` in place.
 
-Both read their weights once per step; a single kernel reading each weight tile once for both products is not
+A row's tiles (one layer of one run) are neighbouring programs of the launch grid, so the activities every
+tile of the row reads whole come from L2 after the first, not from memory. Both read their weights once per step; a single kernel reading each weight tile once for both products is not
 built (the transposed product needs every column of ε_{ℓ+1} before it can start). Launches take no host value
 that changes between iterations (learning rates are read from a device tensor), so a CUDA graph replays them.
 Scalar arguments are declared float64 and cast to the tile's type in the kernel: Triton passes an undeclared
@@ -105,7 +106,8 @@ def _predict_error_kernel(X, W, Y, E, Bn, M, K, s: tl.float64, a: tl.float64,
                           ERROR: tl.constexpr, ACT: tl.constexpr, HAS_S: tl.constexpr, F64: tl.constexpr,
                           PREC: tl.constexpr,
                           INTERP: tl.constexpr, BB: tl.constexpr, BM: tl.constexpr, BK: tl.constexpr):
-    p, pb, pm = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    nm = tl.cdiv(M, BM)  # a row's M tiles are neighbouring programs, so its X is re-read from L2, not memory
+    p, pm, pb = tl.program_id(0) // nm, tl.program_id(0) % nm, tl.program_id(1)
     ob = pb * BB + tl.arange(0, BB)
     om = pm * BM + tl.arange(0, BM)
     ok = tl.arange(0, BK)
@@ -135,7 +137,8 @@ def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s: tl.float64
                       ACT: tl.constexpr, HAS_S: tl.constexpr, DECAY: tl.constexpr, PER_RUN: tl.constexpr,
                       ADAM: tl.constexpr, F64: tl.constexpr, PREC: tl.constexpr, INTERP: tl.constexpr,
                       BB: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    p, pb, pn = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    nn = tl.cdiv(N, BN)  # a row's N tiles are neighbouring programs, so its E_next is re-read from L2
+    p, pn, pb = tl.program_id(0) // nn, tl.program_id(0) % nn, tl.program_id(1)
     ob = pb * BB + tl.arange(0, BB)
     on = pn * BN + tl.arange(0, BN)
     ok = tl.arange(0, BK)
@@ -162,7 +165,7 @@ def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s: tl.float64
     if DECAY:
         g = g + decay * z
     g = tl.where(mask, g, 0.0)
-    tl.store(PART + p * tl.num_programs(1) * tl.num_programs(2) + pb * tl.num_programs(2) + pn,
+    tl.store(PART + p * tl.num_programs(1) * nn + pb * nn + pn,
              tl.sum(tl.sum(g * g, axis=1), axis=0))
     lr = tl.load(LR + p % R) if PER_RUN else lr_scalar
     if ADAM:  # energy.PCEngine._adam, element for element
@@ -204,7 +207,7 @@ def predict_error(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor | None, e: t
     P, B, K = x.shape
     M = w.shape[1]
     BB, BM, BK = _block(B, 64), _block(M, 64), _block_k(K, x.dtype)
-    grid = (P, triton.cdiv(B, BB), triton.cdiv(M, BM))
+    grid = (P * triton.cdiv(M, BM), triton.cdiv(B, BB))
     yy = e if y is None else y
     _predict_error_kernel[grid](x, w, yy, e, B, M, K, float(s), float(a), *x.stride(), *w.stride(), *yy.stride(),
                                 *e.stride(), ERROR=y is not None, ACT=ACTS[act], HAS_S=bool(s),
@@ -222,7 +225,7 @@ def grad_step(e_next: torch.Tensor, w: torch.Tensor, e_self: torch.Tensor, z: to
     P, B, N = z.shape
     K = e_next.shape[2]
     BB, BN, BK = _block(B, 64), _block(N, 64), _block_k(K, z.dtype)
-    grid = (P, triton.cdiv(B, BB), triton.cdiv(N, BN))
+    grid = (P * triton.cdiv(N, BN), triton.cdiv(B, BB))
     per_run = isinstance(lr, torch.Tensor)
     b1, b2, eps = 0.9, 0.999, 1e-8
     if adam is None:

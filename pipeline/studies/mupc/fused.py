@@ -15,8 +15,9 @@ update are done on the product's tile before it is stored, so no φ, φ', μ, J�
   step on ``Z`` in place.
 
 A row's tiles (one layer of one run) are neighbouring programs of the launch grid, so the activities every
-tile of the row reads whole come from L2 after the first, not from memory. Both read their weights once per step; a single kernel reading each weight tile once for both products is not
-built (the transposed product needs every column of ε_{ℓ+1} before it can start). Launches take no host value
+tile of the row reads whole come from L2 after the first, not from memory. Both read their weights once per
+step; a single kernel reading each weight tile once for both products is not built (the transposed product
+needs every column of ε_{ℓ+1} before it can start). Launches take no host value
 that changes between iterations (learning rates are read from a device tensor), so a CUDA graph replays them.
 Scalar arguments are declared float64 and cast to the tile's type in the kernel: Triton passes an undeclared
 Python float as float32, which cost the float64 route 1e-6 of relative error on CUDA (the interpreter kept it).

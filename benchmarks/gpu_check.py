@@ -14,6 +14,16 @@ so a failing or slow step is a finding and never the end of the check:
    the workspace ``--workspace`` (default ``.trainscape/gpu-check``), where a sweep cut by its limit resumes
    on the next check.
 
+Two more steps run only when named (``--steps routes analysis``, each about what one device call allows):
+
+6. ``routes``: ``pc_gpu.py`` at the paper's deepest stack (512:128:128 × 64 runs, TF32) on the engine's two
+   routes, standard and fused, side by side;
+7. ``analysis``: the paper's mupc_analysis on this machine, in the workspace ``--analysis-workspace`` at the
+   paper profile with theory_width's widths cut to 512: the plan of its train units (the plan cache comes back
+   as ``plan-calibration.json``, for ``make plan P=paper CAL=...``), then theory_width (the N = 512 nets) and
+   theory_grid (its nets on the CPU, ``TRAINSCAPE_EXECUTOR=processes``) trained through the stage command,
+   each within ``--analysis-limit`` seconds (a cut unit resumes), nets trained and seconds beside the plan.
+
 Then one summary, ``summary.txt`` and ``summary.json`` in ``OUT``: every timing, the graphs-vs-eager ratios,
 % of peak, the ``cuda_graphs`` outcome per group, and the plan's estimate beside the measured time. Each
 step's log is in ``OUT`` too. Where torch sees no CUDA it says so in one line and exits 0.
@@ -201,9 +211,9 @@ def hessian_crossover(out: Path, limit: float) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- 4. pc_gpu.py
 
 
-def pc_bench(out: Path, limit: float, extra: list[str]) -> dict[str, Any]:
-    path = out / "pc_gpu.json"
-    res = run_limited([sys.executable, "benchmarks/pc_gpu.py", "--json", str(path), *extra], out / "pc_gpu.log",
+def pc_bench(out: Path, limit: float, extra: list[str], name: str = "pc_gpu") -> dict[str, Any]:
+    path = out / f"{name}.json"
+    res = run_limited([sys.executable, "benchmarks/pc_gpu.py", "--json", str(path), *extra], out / f"{name}.log",
                       limit, {**os.environ, "PYTHONUNBUFFERED": "1"})
     data = json.loads(path.read_text()) if path.exists() else {}
     path.unlink(missing_ok=True)  # its rows are in the summary
@@ -298,6 +308,67 @@ def sweep(out: Path, ws: Path, env: dict[str, str], unit: str, limit: float, pro
             "cuda_graphs_off_reasons": reasons, "log_tail": tail(log, 8)}
 
 
+# ----------------------------------------------------------------------------- 6. the engine's routes
+
+ROUTES_ARGS = ["--shapes", "512:128:128", "--stacks", "64", "--tf32", "on", "--no-float64", "--graph-max-stack", "8",
+               "--engine", "standard", "fused"]
+
+
+# ----------------------------------------------------------------------------- 7. mupc_analysis at paper scale
+
+ANALYSIS_UNITS = {"theory_width": {}, "theory_grid": {"TRAINSCAPE_EXECUTOR": "processes"}}
+EVERY_WIDTH = "    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]"
+PLAN_ROW = re.compile(r"^\s+mupc_analysis_train@(\w+)\s+[\d,]+\s+[\d,]+\s+\S+ \S+\s+(.+?)(?:\s{2}|$)", re.M)
+NETS_LINE = re.compile(r"(\d+) nets, (\d+) kept, (\d+) to train")
+TRAINED_LINE = re.compile(r"(\d+) nets trained in ([\d.]+) s")
+
+
+def analysis_workspace(ws: Path, mnist: Path) -> dict[str, str]:
+    """:func:`workspace` at the paper profile, theory_width's widths cut to 512 (its largest nets, which the
+    unit's time is made of); the stages' environment."""
+    env = workspace(ws, mnist, "paper")
+    path = ws / "params" / "mupc_analysis.yaml"
+    text = path.read_text()
+    if EVERY_WIDTH not in text:
+        raise SystemExit(f"gpu-check: {path} has no theory_width widths line as {EVERY_WIDTH!r} to cut")
+    path.write_text(text.replace(EVERY_WIDTH, "    widths: [512]\n    plot_widths: [512]"))
+    return env
+
+
+def plan_rows(text: str) -> dict[str, str]:
+    """Each mupc_analysis train unit's estimate, from ``pipeline.plan``'s table."""
+    return {m[1]: m[2].strip() for m in PLAN_ROW.finditer(text)}
+
+
+def unit_report(log: Path, folder: Path) -> dict[str, Any]:
+    """What a theory unit's log says it trained, and the nets whose files are in its folder."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    nets, trained = NETS_LINE.search(text), TRAINED_LINE.search(text)
+    return {"nets": int(nets[1]) if nets else None, "kept": int(nets[2]) if nets else None,
+            "trained_in_s": float(trained[2]) if trained else None,
+            "nets_on_disk": len(list(folder.glob("**/theory.npz"))), "moved_to_cpu": "train on the CPU" in text,
+            "log_tail": tail(log, 6)}
+
+
+def analysis(out: Path, ws: Path, mnist: Path, limit: float) -> dict[str, Any]:
+    env = analysis_workspace(ws, mnist)
+    r: dict[str, Any] = {"download": run_limited([sys.executable, "-m", "stages.download", "mnist"],
+                                                 out / "download.log", 120, env)}
+    plan_log = out / "analysis_plan.log"
+    r["plan"] = run_limited([sys.executable, "-m", "pipeline.plan", "--profile", "paper", "--stages",
+                             "mupc_analysis_train@*", "--detail"], plan_log, limit, env)
+    r["plan"]["estimates"] = plan_rows(plan_log.read_text(errors="replace"))
+    for cache in (ws / "plan").glob("cuda-*.json"):
+        shutil.copyfile(cache, out / "plan-calibration.json")
+    r["units"] = {}
+    for unit, extra in ANALYSIS_UNITS.items():
+        log = out / f"analysis_{unit}.log"
+        res = run_limited([sys.executable, "-m", "stages.train", "mupc_analysis", unit, "--profile", "paper"], log,
+                          limit, {**env, **extra})
+        r["units"][unit] = {**res, **extra, **unit_report(log, ws / "artifacts" / "mupc_analysis" / "train" / unit)}
+    return r
+
+
 def write_data(folder: Path, names: tuple[str, ...] = ("mnist", "fashion_mnist")) -> None:
     """Each dataset's four idx files, gzipped, into ``folder/<name>`` from the project's data module (checksums
     verified), so that they can travel to a machine that reaches no dataset source."""
@@ -360,6 +431,26 @@ def summary_text(s: dict[str, Any]) -> str:
         lines += [f"  {ln}" for ln in b.get("paper_estimate", [])]
         if not b.get("rows"):
             lines += [f"  | {ln}" for ln in tail(Path(s["out"]) / "pc_gpu.log")]
+    b = s.get("routes")
+    if b:
+        cut = " (cut at its limit)" if b["cut_at_limit"] else ""
+        lines += ["", f"the engine's routes at 512:128:128 x 64, TF32, in {fmt_seconds(b['seconds'])}{cut}, "
+                  f"exit {b['rc']}"]
+        lines += [f"  {r.get('engine', 'standard')}: {r['eager_its'] or 0:.1f} it/s, "
+                  f"{r.get('gb_per_it') or 0:,.1f} GB/it, {r.get('tb_per_s') or 0:.2f} TB/s, "
+                  f"{r.get('pct_bandwidth') or 0:.0f} % of copy bandwidth, "
+                  f"{r.get('pct_floor') or 0:.1f} % of the memory floor" for r in b.get("rows", [])]
+    a = s.get("analysis")
+    if a:
+        lines += ["", "mupc_analysis, paper profile (theory_width at N = 512): plan of the train units "
+                  f"(exit {a['plan']['rc']}, {fmt_seconds(a['plan']['seconds'])})"]
+        lines += [f"  {u}: {e}" for u, e in a["plan"]["estimates"].items()]
+        for unit, u in a["units"].items():
+            how = f" ({u['TRAINSCAPE_EXECUTOR']} executor)" if "TRAINSCAPE_EXECUTOR" in u else ""
+            lines.append(f"  {unit}{how}: {u['nets_on_disk']} of {u['nets']} nets on disk, trained in "
+                         f"{fmt_seconds(u['trained_in_s'])}" + (" (cut at its limit; it resumes)" if u["cut_at_limit"]
+                                                                 else f", exit {u['rc']}"))
+            lines += [f"  | {ln}" for ln in u["log_tail"]]
     for unit, r in s.get("sweeps", {}).items():
         p = r["plan"]
         lines += ["", f"{unit} ({p['precision']}): {p['todo']} of {p['runs']} runs to train in "
@@ -382,7 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mnist", type=Path, default=ROOT / "gpu-data" / "mnist", help="MNIST's four idx .gz files")
     ap.add_argument("--workspace", type=Path, default=ROOT / ".trainscape" / "gpu-check")
     ap.add_argument("--steps", nargs="+", default=["tests", "crossover", "pc_gpu", "sweeps"],
-                    choices=["tests", "crossover", "pc_gpu", "sweeps"])
+                    choices=["tests", "crossover", "pc_gpu", "sweeps", "routes", "analysis"])
+    ap.add_argument("--analysis-workspace", type=Path, default=ROOT / ".trainscape" / "gpu-analysis")
+    ap.add_argument("--analysis-limit", type=float, default=150, help="seconds for the plan and for each unit")
     ap.add_argument("--sweeps", nargs="+", default=list(SWEEPS))
     ap.add_argument("--tests-limit", type=float, default=120)
     ap.add_argument("--crossover-limit", type=float, default=60)
@@ -406,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.out is None:
         ap.error("--out is required on a CUDA machine (make gpu-check OUT=<dir>)")
-    missing = [f for f in MNIST_FILES if not (a.mnist / f).is_file()] if "sweeps" in a.steps else []
+    missing = ([f for f in MNIST_FILES if not (a.mnist / f).is_file()]
+               if {"sweeps", "analysis"} & set(a.steps) else [])
     if missing:
         print(f"gpu-check: --mnist {a.mnist} lacks {missing}; `make gpu-data` writes them (run it where the "
               f"project's data module can fetch MNIST), or name another folder, or leave out the sweeps step",
@@ -449,6 +543,12 @@ def main(argv: list[str] | None = None) -> int:
             r = s["sweeps"][unit]
             print(f"{unit}: {r['runs_trained_now']} runs trained in {r['seconds']} s; cuda_graphs "
                   f"{r['cuda_graphs_runs']}", flush=True)
+    if "routes" in a.steps:
+        s["routes"] = pc_bench(out, a.pc_gpu_limit, ROUTES_ARGS, "routes")
+        save()
+    if "analysis" in a.steps:
+        s["analysis"] = analysis(out, a.analysis_workspace.resolve(), a.mnist.resolve(), a.analysis_limit)
+        save()
     save()
     print(summary_text(s), end="")
     return 0

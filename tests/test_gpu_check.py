@@ -1,5 +1,6 @@
 """``make gpu-check`` and ``benchmarks/pc_gpu.py`` where there is no GPU: one line and exit 0; the summary's
-parsing of the stage's own log lines; the benchmark's quick default sized for about two minutes."""
+parsing of the stage's own log lines (the sweeps', the plan's, the analysis units'); the benchmark's quick
+default sized for about two minutes."""
 
 from __future__ import annotations
 
@@ -98,3 +99,35 @@ def test_pc_gpu_quick_default_fits_about_two_minutes_and_the_paper_is_one_flag_a
     assert quick <= 120, quick
     assert paper > 120, paper  # the paper's shapes would not fit: why they are one flag away, not the default
     assert "512:128:128" in pc.PAPER_SHAPES and "512:128:128" not in pc.QUICK_SHAPES
+
+
+def test_the_analysis_step_plans_the_paper_units_and_reads_what_the_units_trained(tmp_path, capsys, monkeypatch):
+    """The workspace it builds validates at the paper profile with theory_width cut to N = 512; the plan table
+    (here the H100's recorded calibration replayed) and the units' log lines are read as they are printed."""
+    from pipeline import plan
+    from pipeline.config import load_section, read_tree
+    from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
+
+    gc = _module("gpu_check")
+    ws = tmp_path / "ws"
+    env = gc.analysis_workspace(ws, tmp_path / "mnist")
+    assert env["TRAINSCAPE_ROOT"] == str(ws) and env["TRAINSCAPE_TRACKING"] == "off"
+    cfg = load_section(MupcAnalysisParams, read_tree(ws), "mupc_analysis", "paper")
+    assert cfg.theory_width.widths == [512] and cfg.theory_grid.widths == [1, 2, 4, 8, 16, 32, 64]
+
+    calibration = ROOT / "tests" / "mupc_analysis" / "fixtures" / "h100" / "plan-calibration.json"
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(ws))
+    assert plan.main(["--profile", "paper", "--stages", "mupc_analysis_train@*", "--detail",
+                      "--calibration", str(calibration)]) == 0
+    rows = gc.plan_rows(capsys.readouterr().out)
+    assert rows == {"hessian_init": "17 min 9 s", "fwd_pass": "12 min 9 s", "theory_grid": "5.0 s",
+                    "theory_width": "12 min 28 s"}
+
+    log, unit = tmp_path / "analysis_theory_width.log", tmp_path / "theory_width"
+    log.write_text("[mupc_analysis_train@theory_width] 6 nets, 2 kept, 4 to train\n"
+                   "[mupc_analysis_train@theory_width] theory across width: 4 nets trained in 250.3 s\n")
+    for net in ("relu/mupc", "relu/sp"):
+        (unit / net).mkdir(parents=True)
+        (unit / net / "theory.npz").write_bytes(b"")
+    got = gc.unit_report(log, unit)
+    assert (got["nets"], got["kept"], got["trained_in_s"], got["nets_on_disk"]) == (6, 2, 250.3, 2)

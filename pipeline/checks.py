@@ -206,20 +206,20 @@ def trend(mapping: Any, *, axis: str, direction: str, sep: str = "/", factor: fl
     return ok, measured
 
 
-def cellwise(a: Any, b: Any, *, relation: str = "less") -> Verdict:
-    """Every cell present in both mappings satisfies a[cell] < b[cell] (``relation='less'``) or
-    a > b ('greater'); measured: the cells and their (a, b)."""
+def cellwise(a: Any, b: Any, *, relation: str = "less", share: float = 1.0) -> Verdict:
+    """Every cell present in both mappings (with ``share`` < 1, at least that share of them) satisfies
+    a[cell] < b[cell] (``relation='less'``) or a > b ('greater'); a cell without both numbers fails. Measured:
+    the cells and their (a, b)."""
     if not isinstance(a, Mapping) or not isinstance(b, Mapping):
         return False, None
     common = [k for k in a if k in b]
     cmp = (lambda x, y: x < y) if relation == "less" else (lambda x, y: x > y)
-    cells = {}
-    ok = bool(common)
+    cells, held = {}, 0
     for k in common:
         x, y = number(a[k]), number(b[k])
         cells[k] = [x, y]
-        ok &= x is not None and y is not None and cmp(x, y)
-    return ok, cells
+        held += x is not None and y is not None and cmp(x, y)
+    return bool(common) and held >= share * len(common), cells
 
 
 def spread_at_most(mapping: Any, *, rel: float) -> Verdict:

@@ -261,3 +261,25 @@ def test_mupc_trains_at_every_width_needs_the_papers_level_and_tolerates_noise_b
     assert row(close)["status"] == "holds"
     worse = {**paper, "mnist/tanh/N=1024": paper["mnist/tanh/N=64"] - 2.0}
     assert row(worse)["status"] == "fails"
+
+
+# ----------------------------------------------------------------------------- κ over training, F9–F11 (spec §8.3)
+
+def _kappa(fig: str, rising: int, cells: int = 6) -> dict:
+    """F<fig>'s κ at init and at the end: ``rising`` of ``cells`` cells end higher, the rest lower."""
+    init = {f"mnist/relu/H={2 ** (i + 1)}": 10.0 * (i + 1) for i in range(cells)}
+    final = {k: v * (3.0 if i < rising else 0.8) for i, (k, v) in enumerate(init.items())}
+    return {f"mupc_training_extract@{fig}": {"kappa_init": init, "kappa_final": final}}
+
+
+@pytest.mark.parametrize(("cid", "fig"), [("sp_kappa_rises_in_training_adam", "F9"),
+                                          ("sp_kappa_rises_in_training_skips", "F10"),
+                                          ("sp_kappa_rises_in_training_orthogonal", "F11")])
+def test_kappa_rises_in_two_thirds_of_the_cells_or_the_claim_fails(cid, fig):
+    assert _row(cid, _kappa(fig, rising=4))["status"] == "holds"
+    assert _row(cid, _kappa(fig, rising=6))["status"] == "holds"
+    assert _row(cid, _kappa(fig, rising=3))["status"] == "fails"  # half the cells: no trend
+    untrained = _kappa(fig, rising=0)
+    table = untrained[f"mupc_training_extract@{fig}"]
+    table["kappa_final"] = dict(table["kappa_init"])  # before training κ is where it started
+    assert _row(cid, untrained)["status"] == "fails"

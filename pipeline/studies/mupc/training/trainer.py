@@ -103,8 +103,9 @@ def predict(spec: NetSpec, w: Weights, x: torch.Tensor) -> torch.Tensor:
         z = (m.a_in * (x @ w.w_in.reshape(R * N, -1).T)).view(len(x), R, N).transpose(0, 1)
     else:
         z = m.a_in * torch.matmul(x, w.w_in.transpose(-1, -2))
+    hidden = w.w_hid.unbind(1)  # not a slice per layer: BP differentiates this (model.feedforward says why)
     for ell in range(spec.H - 1):
-        z = torch.baddbmm(z, phi(spec.act, z), w.w_hid[:, ell].transpose(-1, -2), beta=m.s, alpha=m.a_hid)
+        z = torch.baddbmm(z, phi(spec.act, z), hidden[ell].transpose(-1, -2), beta=m.s, alpha=m.a_hid)
     return m.a_out * torch.matmul(phi(spec.act, z), w.w_out.transpose(-1, -2))
 
 

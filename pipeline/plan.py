@@ -240,6 +240,7 @@ class StagePlan:
     calibrated: bool = False  # False: only the fixed estimate (no cost declared, or extract/render)
     note: str = ""
     work: list[tuple[Work, float]] = field(default_factory=list)  # (work, its estimated seconds)
+    unestimated: int = 0  # works left out of the estimate (probe failed, or not in a recorded calibration)
 
     @property
     def stage(self) -> str:
@@ -277,6 +278,7 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
         rate = calibration.rate(family.probe or "", w) if w.flops else 0.0
         if rate is None:
             failed.setdefault(calibration.failed[calibration.key(family.probe or "", w)], []).append(w.label)
+            plan.unestimated += 1
         seconds = w.flops * (rate or 0.0)
         plan.work.append((w, seconds))
         plan.seconds += seconds
@@ -409,7 +411,9 @@ def _total(name: str, plans: list[StagePlan]) -> str:
     runs = sum(p.runs or 0 for p in plans)
     groups = sum(p.groups or 0 for p in plans)
     flops = sum(p.flops or 0 for p in plans)
-    return _row(name, f"{runs:,}", f"{groups:,}", fmt_flops(flops), fmt_seconds(sum(p.seconds for p in plans)))
+    left_out = sum(p.unestimated for p in plans)
+    return _row(name, f"{runs:,}", f"{groups:,}", fmt_flops(flops), fmt_seconds(sum(p.seconds for p in plans)),
+                f"at least: {left_out} works not in the estimate" if left_out else "")
 
 
 def main(argv: list[str] | None = None) -> int:

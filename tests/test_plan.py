@@ -191,6 +191,8 @@ def test_a_recorded_gpu_calibration_plans_that_gpu_here_and_probes_nothing(monke
     p.write_text(text)  # every width: the ones that card did not probe are named, and nothing is probed here
     _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@theory_width"], recorded=recorded)
     assert cal.probed == [] and len(cal.failed) == 27  # N = 128, 256 on the GPU; N <= 64 on the CPU
+    assert plans[0].unestimated == 27
+    assert "at least: 27 works not in the estimate" in plan.estimate_table("paper", plans, cal)
     missing = "NOT in the estimate (not in the recorded calibration plan-calibration.json): linear N=1 H=4"
     assert missing in plans[0].note
 

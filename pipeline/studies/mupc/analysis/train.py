@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -399,7 +399,7 @@ def train_nets(ctx: Context, nets: list[TheoryNet], desc: str) -> Iterator[Outpu
     for j, out in ctx.track(finished, total=len(todo), desc=desc, unit="net"):
         net = todo[j]
         yield Output(part=net.key, json={"net.json": {"settings": net.settings()}}, arrays={"theory.npz": out},
-                     runs=[theory_record(net.key, net.params, out)])
+                     runs=[replace(theory_record(net.key, net.params, out), tags={"device": net.device})])
     ctx.log(f"{desc}: {len(todo)} nets trained in {time.perf_counter() - t0:.1f} s")
     return Output()
 

@@ -14,7 +14,8 @@ so a failing or slow step is a finding and never the end of the check:
    the workspace ``--workspace`` (default ``.trainscape/gpu-check``), where a sweep cut by its limit resumes
    on the next check.
 
-Two more steps run only when named (``--steps routes analysis``, each about what one device call allows):
+Three more steps run only when named (``--steps routes analysis bp``; routes and analysis each about what one
+device call allows):
 
 6. ``routes``: ``pc_gpu.py`` at the paper's deepest stack (512:128:128 × 64 runs, TF32) on the engine's two
    routes, standard and fused, side by side;
@@ -22,7 +23,9 @@ Two more steps run only when named (``--steps routes analysis``, each about what
    paper profile with theory_width's widths cut to 512: the plan of its train units (the plan cache comes back
    as ``plan-calibration.json``, for ``make plan P=paper CAL=...``), then theory_width (the N = 512 nets) and
    theory_grid (its nets on the CPU, ``TRAINSCAPE_EXECUTOR=processes``) trained through the stage command,
-   each within ``--analysis-limit`` seconds (a cut unit resumes), nets trained and seconds beside the plan.
+   each within ``--analysis-limit`` seconds (a cut unit resumes), nets trained and seconds beside the plan;
+8. ``bp``: ``benchmarks/bp_step.py`` on CUDA, a BP step with the hidden weights sliced per layer against one
+   unbind, at the forward-pass study's deepest shapes.
 
 Then one summary, ``summary.txt`` and ``summary.json`` in ``OUT``: every timing, the graphs-vs-eager ratios,
 % of peak, the ``cuda_graphs`` outcome per group, and the plan's estimate beside the measured time. Each
@@ -369,6 +372,16 @@ def analysis(out: Path, ws: Path, mnist: Path, limit: float) -> dict[str, Any]:
     return r
 
 
+BP_ARGS = ["--device", "cuda", "--shapes", "1024:512", "512:512", "512:128", "--seconds", "2"]
+
+
+def bp_bench(out: Path, limit: float) -> dict[str, Any]:
+    log = out / "bp_step.log"
+    res = run_limited([sys.executable, "benchmarks/bp_step.py", *BP_ARGS], log, limit,
+                      {**os.environ, "PYTHONUNBUFFERED": "1"})
+    return {**res, "lines": tail(log, 8)}
+
+
 def write_data(folder: Path, names: tuple[str, ...] = ("mnist", "fashion_mnist")) -> None:
     """Each dataset's four idx files, gzipped, into ``folder/<name>`` from the project's data module (checksums
     verified), so that they can travel to a machine that reaches no dataset source."""
@@ -451,6 +464,10 @@ def summary_text(s: dict[str, Any]) -> str:
                          f"{fmt_seconds(u['trained_in_s'])}" + (" (cut at its limit; it resumes)" if u["cut_at_limit"]
                                                                  else f", exit {u['rc']}"))
             lines += [f"  | {ln}" for ln in u["log_tail"]]
+    b = s.get("bp")
+    if b:
+        lines += ["", f"bp_step.py on CUDA in {fmt_seconds(b['seconds'])}, exit {b['rc']}"]
+        lines += [f"  {ln}" for ln in b["lines"]]
     for unit, r in s.get("sweeps", {}).items():
         p = r["plan"]
         lines += ["", f"{unit} ({p['precision']}): {p['todo']} of {p['runs']} runs to train in "
@@ -473,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mnist", type=Path, default=ROOT / "gpu-data" / "mnist", help="MNIST's four idx .gz files")
     ap.add_argument("--workspace", type=Path, default=ROOT / ".trainscape" / "gpu-check")
     ap.add_argument("--steps", nargs="+", default=["tests", "crossover", "pc_gpu", "sweeps"],
-                    choices=["tests", "crossover", "pc_gpu", "sweeps", "routes", "analysis"])
+                    choices=["tests", "crossover", "pc_gpu", "sweeps", "routes", "analysis", "bp"])
     ap.add_argument("--analysis-workspace", type=Path, default=ROOT / ".trainscape" / "gpu-analysis")
     ap.add_argument("--analysis-limit", type=float, default=150, help="seconds for the plan and for each unit")
     ap.add_argument("--sweeps", nargs="+", default=list(SWEEPS))
@@ -548,6 +565,9 @@ def main(argv: list[str] | None = None) -> int:
         save()
     if "analysis" in a.steps:
         s["analysis"] = analysis(out, a.analysis_workspace.resolve(), a.mnist.resolve(), a.analysis_limit)
+        save()
+    if "bp" in a.steps:
+        s["bp"] = bp_bench(out, 120)
         save()
     save()
     print(summary_text(s), end="")

@@ -131,3 +131,11 @@ def test_the_analysis_step_plans_the_paper_units_and_reads_what_the_units_traine
         (unit / net / "theory.npz").write_bytes(b"")
     got = gc.unit_report(log, unit)
     assert (got["nets"], got["kept"], got["trained_in_s"], got["nets_on_disk"]) == (6, 2, 250.3, 2)
+
+
+def test_the_bp_step_benchmark_runs_its_two_ways_and_gpu_check_names_its_shapes(capsys):
+    gc, bp = _module("gpu_check"), _module("bp_step")
+    assert gc.BP_ARGS[:2] == ["--device", "cuda"]
+    assert bp.main(["--shapes", "8:4", "6:9", "--seconds", "0.01"]) == 0
+    rows = [ln.split("|") for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith(("8 ", "6 "))]
+    assert len(rows) == 2 and all(r[-1].strip() == "0.0e+00" for r in rows)  # the same gradients both ways

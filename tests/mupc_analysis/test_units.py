@@ -732,9 +732,9 @@ def test_spectral_drift_is_the_largest_relative_change_and_keeps_overflow():
 
 def test_narrow_theory_nets_train_and_are_planned_on_the_cpu_of_a_gpu_machine():
     """On a GPU machine theory nets of N <= 64 are latency-bound (the H100's calibration, config.py): the cost
-    model plans them on the CPU, as train.py trains them; on a CPU machine nothing moves."""
+    model plans them on the CPU, as train.py trains them; on a CPU machine nothing moves but their threads."""
     from pipeline.studies.mupc.analysis import cost
-    from pipeline.studies.mupc.analysis.config import THEORY_CPU_MAX_WIDTH, theory_device
+    from pipeline.studies.mupc.analysis.config import THEORY_CPU_MAX_WIDTH, theory_device, theory_threads
 
     paper = load_section(MupcAnalysisParams, _raw(), NAME, "paper")
     assert theory_device(64, "cuda") == "cpu" and theory_device(128, "cuda:1") == "cuda:1"
@@ -745,3 +745,7 @@ def test_narrow_theory_nets_train_and_are_planned_on_the_cpu_of_a_gpu_machine():
         assert widths == {N: "cpu" if N <= THEORY_CPU_MAX_WIDTH else "cuda" for N in widths}
         assert all("device" not in w.shape for w in fn(paper, unit, "cpu").work)
     assert max(w.shape["N"] for w in cost.theory_width_cost(paper, "theory_width", "cuda").work) == 512
+    # and with one thread: latency-bound, the paper's 4 threads made them 3x slower on two cores
+    assert (theory_threads(64, 4), theory_threads(128, 4)) == (1, 4)
+    threads = {w.shape["N"]: w.shape["threads"] for w in cost.theory_width_cost(paper, "theory_width", "cpu").work}
+    assert threads == {N: 1 if N <= THEORY_CPU_MAX_WIDTH else paper.threads for N in threads} and paper.threads == 4

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.contract import Cost, Work
-from pipeline.studies.mupc.analysis.config import MupcAnalysisParams, theory_device
+from pipeline.studies.mupc.analysis.config import MupcAnalysisParams, theory_device, theory_threads
 from pipeline.studies.mupc.analysis.layout import hessian_configs, is_slice
 from pipeline.studies.mupc.cost import blocks_flops, dense_flops, eig_flops
 
@@ -136,7 +136,7 @@ def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iter
 
     work = tuple(Work(f"{act} N={N} H={H}, {k} nets", "theory_step",
                       {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps(act), "solver": solver,
-                       "cg_iters": tw.cg_iters, "threads": cfg.threads,
+                       "cg_iters": tw.cg_iters, "threads": theory_threads(N, cfg.threads),
                        **({"device": "cpu"} if theory_device(N, device) == "cpu" != device else {})},
                       k * iters * theory_flops(act, N, H, B, steps(act), solver, tw.cg_iters))
                  for act, N, H, k in nets)

@@ -25,6 +25,7 @@ from pipeline.studies.mupc.analysis.config import (
     HessianParams,
     MupcAnalysisParams,
     theory_device,
+    theory_threads,
 )
 from pipeline.studies.mupc.analysis.layout import (
     FWD_METRICS,
@@ -411,7 +412,7 @@ def train_theory_grid(ctx: Context, unit: str) -> Iterator[Output]:
     for (param, lr), N, H in itertools.product(tg.param_lrs.items(), tg.widths, tg.depths):
         spec = theory_spec("linear", param, N, H)
         nets.append(TheoryNet(theory_key("linear", param, N, H), spec, lr, tg.iters, tg.batch_size, tg.seed,
-                              tg.train_images, theory_device(N, str(ctx.device)), cfg.threads, {},
+                              tg.train_images, theory_device(N, str(ctx.device)), theory_threads(N, cfg.threads), {},
                               {**asdict(spec), "param_lr": lr, "iters": tg.iters, "seed": tg.seed, "optim": "adam",
                                "inference": "exact (block Cholesky)"}))
     return (yield from train_nets(ctx, nets, "theory grid"))
@@ -428,7 +429,8 @@ def train_theory_width(ctx: Context, unit: str) -> Iterator[Output]:
         eq = {"eq_tol": tw.eq_tol, "eq_max_steps": tw.eq_max_steps, "eq_solver": tw.eq_solver,
               "newton_max_steps": tw.newton_max_steps, "cg_iters": tw.cg_iters}
         nets.append(TheoryNet(theory_key(act, param, N, tw.depth), spec, tw.param_lr, tw.iters, tw.batch_size,
-                              tw.seed, tw.train_images, theory_device(N, str(ctx.device)), cfg.threads, eq,
+                              tw.seed, tw.train_images, theory_device(N, str(ctx.device)),
+                              theory_threads(N, cfg.threads), eq,
                               {**asdict(spec), "param_lr": tw.param_lr, "iters": tw.iters, "seed": tw.seed,
                                "optim": "adam", "inference": inference, **eq}))
     return (yield from train_nets(ctx, nets, "theory across width"))

@@ -105,6 +105,24 @@ def test_structured_extremes_and_spectra_match_dense(act, skips, param):
     assert method == "banded" and np.allclose(ev, dense, atol=1e-10)
 
 
+@pytest.mark.parametrize("H", [1, 2, 7])
+def test_narrowing_keeps_the_spectrum_and_halves_the_band(H):
+    """QᵀH_zQ with block-diagonal orthogonal Q: lower-triangular off-diagonal blocks (band N, not 2N − 1), the
+    same eigenvalues; the full band of the narrowed matrix and its N-band agree, and so does the original's."""
+    g = torch.Generator().manual_seed(H)
+    diag = torch.randn(H, 5, 5, generator=g, dtype=torch.float64)
+    b = hz.Blocks(diag + diag.transpose(-1, -2), torch.randn(H - 1, 5, 5, generator=g, dtype=torch.float64))
+    nb = hz.narrowed(b)
+    dense = np.linalg.eigvalsh(hz.to_dense(b).numpy())
+    np.testing.assert_allclose(np.linalg.eigvalsh(hz.to_dense(nb).numpy()), dense, atol=1e-12)
+    assert all(torch.equal(u, u.tril()) for u in nb.upper)
+    for ab in (hz.to_banded(b), hz.to_banded(nb, 5), hz.to_banded(nb)):
+        np.testing.assert_allclose(np.sort(hz.sla.eig_banded(ab, eigvals_only=True)), dense, atol=1e-12)
+    assert hz.to_banded(nb, 5).shape == (6, 5 * H)
+    ev, method = hz.full_spectrum(b, dense_max_n=0)
+    assert method == "banded" and np.allclose(ev, dense, atol=1e-12)
+
+
 def test_indefinite_falls_back_to_lanczos_sa():
     g = torch.Generator().manual_seed(0)
     diag = torch.randn(5, 6, 6, generator=g, dtype=torch.float64)

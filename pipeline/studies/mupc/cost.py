@@ -1,9 +1,10 @@
 """FLOP counts of the activity Hessian's eigenvalue routes, shared by the two μPC studies' plans (light: no torch).
 
 n = N·H; eigenvalues only throughout. Dense ``eigvalsh``: 4n³/3 (Householder tridiagonalisation, Golub &
-Van Loan §8.3; the tridiagonal eigenvalues are O(n²); with eigenvectors it would be ≈ 9n³). ``eig_banded``
-(LAPACK sbevd without vectors): the band reduction, 6n²·kd with kd = 2N − 1 the upper bandwidth (LAPACK's
-dsbtrd count). The structured extremes (above the dense limit): λ_max by Lanczos, :data:`LANCZOS_MATVECS`
+Van Loan §8.3; the tridiagonal eigenvalues are O(n²); with eigenvectors it would be ≈ 9n³). The band route
+(LAPACK sbevd without vectors) on the narrowed band (``hessian.narrowed``): the band reduction, 6n²·kd with
+kd = N the upper bandwidth (LAPACK's dsbtrd count), and the narrowing's H QR factorisations and products,
+6HN³. The structured extremes (above the dense limit): λ_max by Lanczos, :data:`LANCZOS_MATVECS`
 block-tridiagonal mat-vecs of 6nN (three N×N blocks per block row), λ_min by shift-invert with a banded
 Cholesky, n·kd², and as many banded solves, 4n·kd. The blocks themselves: J_ℓᵀJ_ℓ per layer, 2HN³.
 """
@@ -26,7 +27,7 @@ def dense_flops(n: int) -> float:
 
 def banded_flops(N: int, H: int) -> float:
     n = N * H
-    return 6 * n * n * (2 * N - 1)
+    return 6 * n * n * N + 6 * H * N**3
 
 
 def structured_flops(N: int, H: int) -> float:

@@ -10,7 +10,8 @@ Activity decay adds ``c_z I`` to every diagonal block (the correct form of quirk
 float64. Eigenvalue routes (each number records which one produced it, see :data:`METHODS`):
 
 * ``dense``: ``numpy.linalg.eigvalsh`` of the assembled matrix (small n);
-* ``banded``: ``scipy.linalg.eig_banded`` on the (2N)-row upper band (all eigenvalues);
+* ``banded``: LAPACK's ``dsbevd_2stage`` (all eigenvalues, :func:`band_eigenvalues`) on the (N+1)-row upper
+  band of an orthogonally similar matrix (:func:`narrowed`);
 * ``lanczos_LA`` / ``lanczos_SA``: ``scipy.sparse.linalg.eigsh`` with the block-tridiagonal mat-vec;
 * ``shift_invert_cholesky``: eigsh in shift-invert mode around 0 with a banded Cholesky solve (λ_min
   of a positive-definite H_z); falls back to ``lanczos_SA`` when the Cholesky fails (indefinite H_z).
@@ -18,6 +19,7 @@ float64. Eigenvalue routes (each number records which one produced it, see :data
 
 from __future__ import annotations
 
+import ctypes
 import time
 from dataclasses import dataclass
 
@@ -126,21 +128,40 @@ def split(b: Blocks) -> tuple[Blocks, Blocks]:
     return Blocks(b.diag, torch.zeros_like(b.upper)), Blocks(torch.zeros_like(b.diag), b.upper)
 
 
-def to_banded(b: Blocks) -> np.ndarray:
-    """Upper band storage for LAPACK: ``ab[u + i − j, j] = A[i, j]`` with u = 2N − 1 (shape [2N, n])."""
+def narrowed(b: Blocks) -> Blocks:
+    """An orthogonally similar block-tridiagonal matrix whose off-diagonal blocks are triangular.
+
+    With Q = diag(Q_1…Q_H), Q_1 = I, each Q_{ℓ+1} is the Q of a QR factorisation of (Q_ℓᵀ U_ℓ)ᵀ, so that
+    Q_ℓᵀ U_ℓ Q_{ℓ+1} = Rᵀ is lower triangular: the band of QᵀH_zQ is N wide instead of 2N − 1, and the same
+    eigenvalues cost ``eig_banded`` 1.7× less at n = 16,384 (``benchmarks/hessian_spectrum.py``)."""
+    if b.H == 1:
+        return b
+    diag, upper = [b.diag[0]], []
+    q = None
+    for ell in range(b.H - 1):
+        m = b.upper[ell] if q is None else q.T @ b.upper[ell]
+        q, r = torch.linalg.qr(m.T)
+        upper.append(r.T)
+        diag.append(q.T @ b.diag[ell + 1] @ q)
+    return Blocks(torch.stack(diag), torch.stack(upper))
+
+
+def to_banded(b: Blocks, u: int | None = None) -> np.ndarray:
+    """Upper band storage for LAPACK: ``ab[u + i − j, j] = A[i, j]`` (shape [u + 1, n]), by default u = 2N − 1,
+    every entry of the off-diagonal blocks; u = N keeps their lower triangles only (:func:`narrowed`)."""
     H, N = b.H, b.N
-    n, u = H * N, 2 * N - 1
+    n, u = H * N, 2 * N - 1 if u is None else u
     ab = np.zeros((u + 1, n))
     d = b.diag.detach().cpu().numpy()
     up = b.upper.detach().cpu().numpy()
     p, q = np.meshgrid(np.arange(N), np.arange(N), indexing="ij")  # row p, col q within a block
-    keep = q >= p
+    keep, near = q >= p, N + q - p <= u
     for ell in range(H):
         i, j = ell * N + p[keep], ell * N + q[keep]
         ab[u + i - j, j] = d[ell][keep]
     for ell in range(H - 1):
-        i, j = ell * N + p, (ell + 1) * N + q
-        ab[u + i - j, j] = up[ell]
+        i, j = ell * N + p[near], (ell + 1) * N + q[near]
+        ab[u + i - j, j] = up[ell][near]
     return ab
 
 
@@ -212,16 +233,41 @@ def extremes(b: Blocks, *, tol: float = LANCZOS_TOL, dense_max_n: int = 0) -> Ex
     return Extremes(lmax, lmin, "lanczos_LA", method_min, time.perf_counter() - t0)
 
 
+def band_eigenvalues(ab: np.ndarray) -> np.ndarray:
+    """All eigenvalues (ascending) of a symmetric band matrix in LAPACK's upper band storage (kd = rows − 1).
+
+    LAPACK's two-stage ``dsbevd_2stage`` (a cache-blocked bulge chase), which scipy does not wrap, from the
+    OpenBLAS that the scipy project publishes (``scipy-openblas32``): at n = 16,384, kd = 128 on one core it
+    took 32 s where ``scipy.linalg.eig_banded`` (``dsbevd``) took 86 s (``benchmarks/hessian_spectrum.py``).
+    On one thread: with two it took 58 s on this project's 2-core CPU; cells run side by side instead
+    (``TRAINSCAPE_EXECUTOR=processes``)."""
+    import scipy_openblas32
+
+    lib = scipy_openblas32.dll
+    kd, n = ab.shape[0] - 1, ab.shape[1]
+    a = np.array(ab, dtype=np.float64, order="F")  # overwritten by the reduction
+    w, z = np.empty(n), np.empty(1)
+    lib.scipy_openblas_set_num_threads(ctypes.c_int(1))
+    solve = lib.scipy_LAPACKE_dsbevd_2stage
+    solve.restype = ctypes.c_int
+    info = solve(ctypes.c_int(102), ctypes.c_char(b"N"), ctypes.c_char(b"U"), ctypes.c_int(n), ctypes.c_int(kd),
+                 a.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(kd + 1), w.ctypes.data_as(ctypes.c_void_p),
+                 z.ctypes.data_as(ctypes.c_void_p), ctypes.c_int(1))
+    if info != 0:
+        raise np.linalg.LinAlgError(f"dsbevd_2stage returned info = {info}")
+    return w
+
+
 def full_spectrum(b: Blocks, *, dense_max_n: int = 1024, backend: str = "banded",
                   device: str | torch.device = "cpu") -> tuple[np.ndarray, str]:
-    """All eigenvalues (ascending) and the method: dense eigvalsh for n ≤ dense_max_n, else
-    ``eig_banded`` (backend 'banded') or torch ``eigvalsh`` on ``device`` (backend 'dense_torch')."""
+    """All eigenvalues (ascending) and the method: dense eigvalsh for n ≤ dense_max_n, else the narrowed band's
+    (backend 'banded', :func:`band_eigenvalues`) or torch ``eigvalsh`` on ``device`` (backend 'dense_torch')."""
     if b.n <= dense_max_n:
         return np.linalg.eigvalsh(to_dense(b).cpu().numpy()), "dense"
     if backend == "dense_torch":
         blocks = Blocks(b.diag.to(device), b.upper.to(device))
         return torch.linalg.eigvalsh(to_dense(blocks)).cpu().numpy(), "dense_torch"
-    return sla.eig_banded(to_banded(b), lower=False, eigvals_only=True, check_finite=False), "banded"
+    return band_eigenvalues(to_banded(narrowed(b), b.N)), "banded"
 
 
 def block_diag_spectrum(b: Blocks) -> np.ndarray:

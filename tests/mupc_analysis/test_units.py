@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 # skips, rather than breaks, collection where plotly is absent (a bare GPU machine's `pytest -m gpu`): the
 # project's plotting module draws the μPC figures with it
@@ -25,7 +26,7 @@ from plotly.colors import sample_colorscale
 from pipeline.config import ConfigError, load_section, merge, read_tree, resolve, validate
 from pipeline.contract import Context, Output
 from pipeline.plotting import plt
-from pipeline.studies.mupc.analysis import STUDY
+from pipeline.studies.mupc.analysis import STUDY, fwdpass
 from pipeline.studies.mupc.analysis import cost as analysis_cost
 from pipeline.studies.mupc.analysis import figures as figures_module
 from pipeline.studies.mupc.analysis import train as train_module
@@ -315,6 +316,18 @@ def test_theory_nets_are_parts_that_resume_and_tasks_that_run_anywhere():
     for p in elsewhere:
         for name, value in p.arrays["theory.npz"].items():
             np.testing.assert_array_equal(value, by_part[p.part].arrays["theory.npz"][name])
+
+
+# ----------------------------------------------------------------------------- fwd_pass's spectral norms
+
+
+@pytest.mark.parametrize("shape", [(2, 16, 16), (3, 8, 20), (20, 8), (1, 5)])
+def test_spectral_norm_is_the_largest_singular_value(shape):
+    """√λ_max of the smaller Gram matrix equals the SVD's σ_max (square, wide, tall, one row: w_out is 10×N)."""
+    w = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    got = fwdpass.spectral_norm(w)
+    assert got.dtype == torch.float64 and got.shape == shape[:-2]
+    np.testing.assert_allclose(got.numpy(), torch.linalg.matrix_norm(w.double(), ord=2).numpy(), rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- synthetic fwd_pass / theory

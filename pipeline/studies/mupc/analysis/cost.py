@@ -46,10 +46,11 @@ def ffwd_flops(N: int, H: int, B: int, D: int = D, d_y: int = D_Y) -> float:
     return 2 * B * (D * N + (H - 1) * N * N + d_y * N)
 
 
-def svd_flops(m: int, n: int) -> float:
-    """Singular values of an m×n matrix (Golub–Kahan bidiagonalisation)."""
+def spectral_flops(m: int, n: int) -> float:
+    """The spectral norm of an m×n matrix (``fwdpass.spectral_norm``): the smaller Gram product, then its
+    symmetric eigen-solve (tridiagonalisation)."""
     big, small = max(m, n), min(m, n)
-    return 4 * big * small**2 - 4 * small**3 / 3
+    return 2 * big * small**2 + 4 * small**3 / 3
 
 
 def hessian_method(full: bool, n: int, hp: Any, device: str) -> str:
@@ -94,7 +95,7 @@ def _fwd(cfg: MupcAnalysisParams) -> Cost:
         work.append(Work(f"BP N={N} L={L}, {R} optimisers stacked", "fwd_step",
                          {"N": N, "L": L, "runs": R, "threads": cfg.threads}, bp))
     for N in fp.widths:
-        per_check = svd_flops(N, D) + (RECORDED - 2) * svd_flops(N, N) + svd_flops(D_Y, N)
+        per_check = spectral_flops(N, D) + (RECORDED - 2) * spectral_flops(N, N) + spectral_flops(D_Y, N)
         work.append(Work(f"spectral norms N={N}", "spectral_norms", {"N": N, "threads": cfg.threads},
                          n_cells * len(fp.depths) * R * fp.checks * per_check))
     cells = n_cells * len(fp.widths) * len(fp.depths)

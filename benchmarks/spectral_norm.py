@@ -1,0 +1,57 @@
+"""The forward-pass study's spectral norms: an SVD (``torch.linalg.matrix_norm(ord=2)``, as before) against √λ_max
+of the smaller Gram matrix in float64 (``fwdpass.spectral_norm``, now), side by side in one run.
+
+    taskset -c 1 .venv/bin/python benchmarks/spectral_norm.py            # one core, the paper's widths
+    python3 benchmarks/spectral_norm.py --device cuda                    # on a GPU
+
+Why: fwd_pass records the spectral norm of five weights of each of its 720 nets at every check; with the SVD
+these were a third of the paper unit's plan on the CPU. Per width N: seconds per call on a stack of two
+float32 N×N weights (the two optimisers of a cell; each way timed for ``--seconds`` after one warm-up call),
+the ratio, and the largest relative difference between the two ways' norms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from pipeline.studies.mupc.analysis import fwdpass
+
+
+def timed(fn, seconds: float, device: str) -> tuple[float, torch.Tensor]:
+    out = fn()
+    n, t0 = 0, time.perf_counter()
+    while n == 0 or time.perf_counter() - t0 < seconds:
+        fn()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        n += 1
+    return (time.perf_counter() - t0) / n, out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--widths", nargs="+", type=int, default=[128, 256, 512, 1024])
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--seconds", type=float, default=3.0, help="timed per way and width (after a warm-up call)")
+    a = ap.parse_args(argv)
+    if a.device == "cpu":
+        torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, {a.device}; seconds per call on 2 stacked float32 N×N weights")
+    print(f"{'N':>5} | {'SVD':>10} {'Gram eig':>10} | {'ratio':>6} | max relative difference")
+    for N in a.widths:
+        w = torch.randn(2, N, N, generator=torch.Generator().manual_seed(N)).to(a.device)
+        before, s0 = timed(lambda w=w: torch.linalg.matrix_norm(w, ord=2), a.seconds, a.device)
+        after, s1 = timed(lambda w=w: fwdpass.spectral_norm(w), a.seconds, a.device)
+        diff = float(((s1 - s0.double()) / s0.double()).abs().max())
+        print(f"{N:>5} | {before:>9.4f}s {after:>9.4f}s | {before / after:>5.1f}x | {diff:.1e}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

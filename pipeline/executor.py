@@ -77,7 +77,8 @@ def _in_worker(fn: Callable[[Any], Any], item: Any) -> tuple[dict[str, Any], Any
 def process_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,
                 where: Where | None = None) -> Iterator[tuple[int, Any]]:
     """Every item a task in a pool of worker processes; results in the order tasks finish. Workers are
-    spawned, not forked: a task may use CUDA, which a forked child of a CUDA process cannot. A task's error
+    spawned, not forked: a task may use CUDA, which a forked child of a CUDA process cannot. Each worker's torch
+    threads are capped at its share of the cores (``device.cpu_threads``). A task's error
     ends the map; tasks not started are cancelled. ``gpus`` is what a Ray task would ask for: the workers
     share this machine's devices."""
     import concurrent.futures as cf
@@ -85,7 +86,11 @@ def process_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float =
 
     if not items:
         return
-    pool = cf.ProcessPoolExecutor(min(worker_count(), len(items)), mp_context=multiprocessing.get_context("spawn"))
+    from pipeline import device
+
+    workers = min(worker_count(), len(items))
+    pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                  initializer=device.share_cores, initargs=(device.cores() // workers,))
     try:
         futures = {pool.submit(_in_worker, fn, item): i for i, item in enumerate(items)}
         for future in cf.as_completed(futures):

@@ -58,3 +58,20 @@ def test_process_map_runs_tasks_in_other_processes_and_yields_them_as_they_finis
     assert list(process_map(_square_slowly_first, [])) == []
     with pytest.raises(ValueError, match="no square of -1 today"):
         list(process_map(_square_slowly_first, [2, -1]))
+
+
+def _threads_for(requested: int) -> int:
+    from pipeline import device
+
+    return device.cpu_threads(requested)
+
+
+def test_a_worker_process_gets_its_share_of_the_cores(monkeypatch):
+    """Two workers on this machine's cores: each caps a task's torch threads at half of them (at least one),
+    where the stage's own process caps them at all of them."""
+    from pipeline import device
+
+    monkeypatch.setenv("TRAINSCAPE_WORKERS", "2")
+    share = max(1, device.cores() // 2)
+    assert [r for _, r in sorted(process_map(_threads_for, [64, 64]))] == [share, share]
+    assert device.cpu_threads(64) == device.cores() and device.cpu_threads(1) == 1 and device.cpu_threads(0) == 1

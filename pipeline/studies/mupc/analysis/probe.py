@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 import torch
 
+from pipeline.device import cpu_threads
 from pipeline.studies.mupc import hessian as hz
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
-from pipeline.studies.mupc.analysis.cost import D_Y, D, ffwd_flops, svd_flops, theory_flops
+from pipeline.studies.mupc.analysis.cost import D_Y, D, ffwd_flops, spectral_flops, theory_flops
 from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
 from pipeline.studies.mupc.cost import blocks_flops, eig_flops
 from pipeline.studies.mupc.model import Weights, feedforward, init_weights
@@ -22,7 +23,7 @@ CONFIG = {"act": "tanh", "skips": True, "init": "standard_gauss", "param": "mupc
 
 def _threads(threads: int, device: str) -> None:
     if device.startswith("cpu"):
-        torch.set_num_threads(threads)
+        torch.set_num_threads(cpu_threads(threads))
 
 
 def _layers(flops: Callable[[int], float], H: int, budget: float, least: int = 1) -> int:
@@ -79,7 +80,7 @@ def fwd_step(*, N: int, L: int, runs: int, threads: int, device: str, budget: fl
 
 
 def spectral_norms(*, N: int, threads: int, device: str, budget: float) -> Step:
-    """The exact spectral norm of an N×N weight (``fwdpass.spectral_norm``)."""
+    """The spectral norm of an N×N weight (``fwdpass.spectral_norm``)."""
     _threads(threads, device)
     w = torch.randn(N, N, generator=torch.Generator().manual_seed(0)).to(device)
 
@@ -88,7 +89,7 @@ def spectral_norms(*, N: int, threads: int, device: str, budget: float) -> Step:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
-    return step, svd_flops(N, N)
+    return step, spectral_flops(N, N)
 
 
 def theory_step(*, act: str, N: int, H: int, batch: int, eq_steps: int, threads: int, device: str,

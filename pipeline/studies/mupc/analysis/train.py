@@ -18,6 +18,7 @@ import torch
 
 from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
+from pipeline.device import cpu_threads
 from pipeline.studies.mupc import hessian
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
 from pipeline.studies.mupc.analysis.config import (
@@ -45,7 +46,7 @@ MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 def unit_settings(ctx: Context) -> MupcAnalysisParams:
     """The unit's params view, with torch's threads set from it (every train unit's first step)."""
     cfg: MupcAnalysisParams = ctx.cfg
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(cpu_threads(cfg.threads))
     return cfg
 
 
@@ -159,7 +160,7 @@ class HessianTask:
 
 def hessian_task(task: HessianTask) -> tuple[dict[str, np.ndarray], dict[str, Any], float]:
     if task.device.startswith("cpu"):
-        torch.set_num_threads(task.threads)
+        torch.set_num_threads(cpu_threads(task.threads))
     return hessian_cell(task.config, task.N, task.H, task.hp, task.legacy, task.full, task.device)
 
 
@@ -268,10 +269,10 @@ def train_fwd(ctx: Context, unit: str) -> Output:
                 flat.update({f"rms_t0_N{N}_L{L}_layer{k}": float(v) for k, v in enumerate(rms) if np.isfinite(v)})
         runs.append(Run(key, params={"act": act, "optim": optim, "variant": variant, "lr": fp.lr, "seed": fp.seed,
                                      "widths": fp.widths, "depths": fp.depths,
-                                     "spectral_norm": "torch.linalg.matrix_norm(ord=2)"}, metrics=flat))
+                                     "spectral_norm": "sqrt(eigvalsh(Gram)[-1]), float64"}, metrics=flat))
     grid = {"widths": fp.widths, "depths": fp.depths, "checks": fp.checks,
             "layers": "[0, L/4-1, L/2-1, 3L/4-1, L-1] (0-based weight layers)",
-            "spectral_norm": "torch.linalg.matrix_norm(ord=2) (exact, SVD)"}
+            "spectral_norm": "sqrt of the largest eigenvalue of the smaller Gram matrix, float64 (exact)"}
     ctx.log(f"fwd_pass: {len(res)} configs in {time.perf_counter() - t0:.1f} s")
     return Output(json={"grid.json": grid}, arrays=arrays, runs=runs)
 
@@ -377,7 +378,7 @@ _BATCHES: dict[tuple[Any, ...], list] = {}  # per process: the last MNIST batche
 
 def train_net(net: TheoryNet) -> dict[str, np.ndarray]:
     if net.device.startswith("cpu"):
-        torch.set_num_threads(net.threads)
+        torch.set_num_threads(cpu_threads(net.threads))
     data = (net.iters, net.batch_size, net.seed, net.train_images, net.device)
     if data not in _BATCHES:
         _BATCHES.clear()

@@ -152,16 +152,20 @@ class Work:
     probe: str
     shape: Mapping[str, Any]  # JSON values only (the calibration key)
     flops: float  # FLOPs of all of this work's steps, counted from the shapes
+    tasks: int = 1  # the equal ``ctx.map`` tasks it is made of, where its unit's cost is ``parallel``
 
 
 @dataclass(frozen=True)
 class Cost:
-    """What one unit computes: runs, stacked groups and its work (FLOPs counted from the shapes)."""
+    """What one unit computes: runs, stacked groups and its work (FLOPs counted from the shapes). ``parallel``:
+    the works' tasks are the unit's ``ctx.map`` tasks, which an executor with several workers runs side by side
+    (the plan then gives their makespan, not their sum)."""
 
     runs: int
     groups: int
     work: tuple[Work, ...] = ()
     note: str = ""  # what is counted, e.g. "12 of 132 runs already trained, not counted"
+    parallel: bool = False
 
     @property
     def flops(self) -> float:

@@ -61,10 +61,15 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def share_cores(n: int) -> None:
-    """In a worker process of ``TRAINSCAPE_EXECUTOR=processes``: its share of the machine's cores."""
+def share_cores(n: int | None) -> None:
+    """In a worker process of ``TRAINSCAPE_EXECUTOR=processes``: its share of the machine's cores (None: all)."""
     global _cores_share
-    _cores_share = max(1, int(n))
+    _cores_share = None if n is None else max(1, int(n))
+
+
+def core_share() -> int | None:
+    """The share set by :func:`share_cores`, None outside a worker."""
+    return _cores_share
 
 
 def cpu_threads(requested: int) -> int:

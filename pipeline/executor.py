@@ -70,6 +70,13 @@ def worker_count() -> int:
     return int(raw)
 
 
+def side_by_side() -> int:
+    """How many of a stage's ``ctx.map`` tasks run at once on this machine: the workers of
+    ``TRAINSCAPE_EXECUTOR=processes``; one in the stage's process, and one for Ray, whose cluster this machine
+    cannot see (the plan sums a unit's tasks there)."""
+    return worker_count() if executor_name() == "processes" else 1
+
+
 def _in_worker(fn: Callable[[Any], Any], item: Any) -> tuple[dict[str, Any], Any]:
     return {"executor": "processes", "host": socket.gethostname(), "pid": os.getpid()}, fn(item)
 

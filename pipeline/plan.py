@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import heapq
 import importlib
 import importlib.metadata
 import json
@@ -43,6 +44,7 @@ from pipeline import device as devices
 from pipeline import registry
 from pipeline.config import PROFILES, ConfigError, load_params
 from pipeline.contract import Cost, Family, Study, Work
+from pipeline.executor import side_by_side
 from pipeline.io import write_bytes
 from pipeline.paths import repo_root, stage_name, study_dir
 from pipeline.writer import read_file
@@ -148,6 +150,26 @@ def _torch_state(device: str) -> Iterator[None]:
         devices.set_matmul_precision(device, precision)
 
 
+@contextlib.contextmanager
+def _core_share(cores: int | None) -> Iterator[None]:
+    """Probe as a worker with ``cores`` of the machine's cores would run (``device.cpu_threads``)."""
+    before = devices.core_share()
+    devices.share_cores(cores or before)
+    try:
+        yield
+    finally:
+        devices.share_cores(before)
+
+
+def makespan(seconds: list[float], workers: int) -> float:
+    """When the last of these tasks ends on ``workers`` workers, each taking the longest task left (a pool that
+    takes them in the unit's own order ends at most one longest task later)."""
+    loads = [0.0] * max(1, workers)
+    for s in sorted(seconds, reverse=True):
+        heapq.heapreplace(loads, loads[0] + s)
+    return max(loads)
+
+
 class Calibration:
     """Seconds per FLOP of each probed shape on one device, read from and written to its cache file; or, with
     ``recorded``, a cache file brought from another machine (a GPU's), read only: the plan of that machine
@@ -166,6 +188,10 @@ class Calibration:
             self.name = device_name(self.device)
             self.torch = torch_version()
             self.path = cache_dir() / f"{_slug(f'{self.device} {self.name}')}.json"
+        # on the CPU with TRAINSCAPE_EXECUTOR=processes, a unit's tasks run side by side on their share of the
+        # cores: probed there (a key of its own) and planned as a makespan (plan_stage)
+        self.workers = side_by_side() if recorded is None and self.device == "cpu" else 1
+        self.cores = max(1, devices.cores() // self.workers) if self.workers > 1 else None
         self.entries: dict[str, dict[str, Any]] = self._read()
         self.probed: list[str] = []  # keys measured by this object (a warm cache measures none)
         self.failed: dict[str, str] = {}  # keys whose probe raised (or, recorded, that the file lacks), and why
@@ -183,8 +209,9 @@ class Calibration:
         return self._doc(self.path).get("entries", {})
 
     def key(self, module: str, work: Work) -> str:
-        return json.dumps({"probe": f"{module}:{work.probe}", "shape": dict(work.shape), "torch": self.torch},
-                          sort_keys=True)
+        cores = {"cores": self.cores} if self.cores else {}
+        return json.dumps({"probe": f"{module}:{work.probe}", "shape": dict(work.shape), "torch": self.torch,
+                           **cores}, sort_keys=True)
 
     def rate(self, module: str, work: Work, probe: bool = True) -> float | None:
         """Seconds per FLOP of ``work``'s step on this device: cached, else probed now and cached (``probe``)
@@ -202,7 +229,7 @@ class Calibration:
                       **work.shape}
             try:
                 fn = getattr(importlib.import_module(module), work.probe)
-                with _torch_state(device):
+                with _torch_state(device), _core_share(self.cores):
                     step, flops = fn(**kwargs)
                     seconds = _time(step)
             except Exception as exc:  # reported in the plan, not raised
@@ -282,6 +309,11 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
         seconds = w.flops * (rate or 0.0)
         plan.work.append((w, seconds))
         plan.seconds += seconds
+    if cost.parallel and calibration.workers > 1:
+        tasks = [seconds / w.tasks for w, seconds in plan.work for _ in range(w.tasks)]
+        plan.seconds = FIXED_SECONDS[family.kind] + makespan(tasks, calibration.workers)
+        plan.note += (f"; {calibration.workers} worker processes side by side (TRAINSCAPE_EXECUTOR=processes, "
+                      f"{_count(calibration.cores or 1, 'core')} each): the tasks' sum {fmt_seconds(sum(tasks))}")
     for why, labels in failed.items():
         if calibration.recorded is not None:
             plan.note += f"; NOT in the estimate ({why}): {', '.join(labels)}"

@@ -260,3 +260,33 @@ def test_a_long_first_call_is_the_measurement_and_a_short_one_only_warms(monkeyp
     monkeypatch.setattr(plan.time, "perf_counter", lambda: next(ticks))
     calls.clear()
     assert plan._time(lambda: calls.append(1)) == 0.125 and len(calls) == 1 + 2  # a warm-up, then ≥ 0.2 s timed
+
+
+def test_makespan_takes_the_longest_task_left():
+    assert plan.makespan([3, 3, 2, 2, 2], 2) == 7 and plan.makespan([5, 1, 1], 2) == 5
+    assert plan.makespan([1.0] * 6, 3) == 2 and plan.makespan([], 2) == 0 and plan.makespan([4, 2], 1) == 6
+
+
+def test_worker_processes_plan_a_units_tasks_side_by_side_on_their_share_of_the_cores(monkeypatch):
+    """TRAINSCAPE_EXECUTOR=processes: the theory nets (ctx.map tasks) planned as a makespan on 2 workers, probed
+    under a key of their own (a worker's share of the cores); fwd_pass, one process, still the sum."""
+    _fixed_rate(monkeypatch, 1e-10)
+    stages = ["mupc_analysis_train@theory_width", "mupc_analysis_train@fwd_pass"]
+    _, alone, cal = plan.plan_profile("paper", device="cpu", stages=stages)
+    assert cal.workers == 1 and cal.cores is None
+    work = Work("w", "probe", {"N": 1}, 1.0)
+    local_key = cal.key("m", work)
+    monkeypatch.setenv("TRAINSCAPE_EXECUTOR", "processes")
+    monkeypatch.setenv("TRAINSCAPE_WORKERS", "2")
+    _, pair, cal = plan.plan_profile("paper", device="cpu", stages=stages)
+    assert cal.workers == 2 and cal.cores == max(1, plan.devices.cores() // 2)
+    assert json.loads(cal.key("m", work))["cores"] == cal.cores and "cores" not in json.loads(local_key)
+    by = {p.unit: p for p in alone} | {f"{p.unit}, 2 workers": p for p in pair}
+    fixed = plan.FIXED_SECONDS["train"]
+    tasks = sum(w.tasks for w, _ in by["theory_width"].work)
+    assert tasks == 60 and by["theory_width, 2 workers"].work == by["theory_width"].work
+    total, longest = by["theory_width"].seconds - fixed, max(s / w.tasks for w, s in by["theory_width"].work)
+    span = by["theory_width, 2 workers"].seconds - fixed
+    assert max(total / 2, longest) <= span * (1 + 1e-12) and span <= total / 2 + longest and span < total
+    assert "2 worker processes side by side" in by["theory_width, 2 workers"].note
+    assert by["fwd_pass, 2 workers"].seconds == by["fwd_pass"].seconds

@@ -74,14 +74,17 @@ def _hessian(cfg: MupcAnalysisParams, device: str) -> Cost:
     hp = cfg.hessian
     configs = hessian_configs(hp)
     work: dict[tuple[str, int, int], float] = {}
+    tasks: dict[tuple[str, int, int], int] = {}
     for c, N, H in itertools.product(configs, hp.widths, hp.depths):
         full = is_slice(N, H, hp)
         method = hessian_method(full, N * H, hp, device)
         work[(method, N, H)] = work.get((method, N, H), 0.0) + cell_flops(c["act"], N, H, method, full, hp)
+        tasks[(method, N, H)] = tasks.get((method, N, H), 0) + 1
     items = tuple(Work(f"{m} N={N} H={H} (n={N * H})", "hessian_cell",
-                       {"method": m, "N": N, "H": H, "threads": cfg.threads}, f) for (m, N, H), f in work.items())
+                       {"method": m, "N": N, "H": H, "threads": cfg.threads}, f, tasks[(m, N, H)])
+                  for (m, N, H), f in work.items())
     cells = len(configs) * len(hp.widths) * len(hp.depths)
-    return Cost(runs=cells, groups=len(configs), work=items,
+    return Cost(runs=cells, groups=len(configs), work=items, parallel=True,
                 note=f"{len(configs)} configs × {len(hp.widths) * len(hp.depths)} cells (runs: cells), float64")
 
 
@@ -139,7 +142,7 @@ def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iter
                       {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps(act), "solver": solver,
                        "cg_iters": tw.cg_iters, "threads": theory_threads(N, cfg.threads),
                        **({"device": "cpu"} if theory_device(N, device) == "cpu" != device else {})},
-                      k * iters * theory_flops(act, N, H, B, steps(act), solver, tw.cg_iters))
+                      k * iters * theory_flops(act, N, H, B, steps(act), solver, tw.cg_iters), k)
                  for act, N, H, k in nets)
     n = sum(k for *_, k in nets)
     bound = ""
@@ -148,7 +151,7 @@ def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iter
                  f"(measured, typical)" if solver == "newton" else
                  f"; tanh/relu at {EQ_STEPS:,} GD steps per equilibrium (typical; at most eq_max_steps = "
                  f"{tw.eq_max_steps:,})")
-    return Cost(runs=n, groups=n, work=work, note=f"{n} nets × {iters} iterations, float64{bound}")
+    return Cost(runs=n, groups=n, work=work, parallel=True, note=f"{n} nets × {iters} iterations, float64{bound}")
 
 
 def hessian_cost(cfg: MupcAnalysisParams, unit: str, device: str,

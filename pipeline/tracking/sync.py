@@ -50,22 +50,22 @@ def _fold(events: Iterable[list[Any]]) -> dict[str, _Run]:
     """Events as runs in the order they first appear, each with everything logged to it."""
     runs: dict[str, _Run] = {}
     for ev in events:
-        kind, key = ev[0], ev[1]
+        event, key = ev[0], ev[1]
         run = runs.setdefault(key, _Run(key))
-        if kind == "run":
+        if event == "run":
             run.name, run.parent, run.start, run.tags = ev[2], ev[3], ev[4], ev[5]
-        elif kind == "params":  # MLflow keeps a param's first value (a second one is refused)
+        elif event == "params":  # MLflow keeps a param's first value (a second one is refused)
             seen = {k for k, _ in run.params}
             run.params += [(k, v) for k, v in ev[2] if k not in seen]
-        elif kind == "tags":
+        elif event == "tags":
             run.later_tags.update(ev[2])
-        elif kind == "metrics":
+        elif event == "metrics":
             run.metrics += [tuple(m) for m in ev[2]]
-        elif kind == "inputs":
+        elif event == "inputs":
             run.inputs.append(ev[2])
-        elif kind == "artifact":
+        elif event == "artifact":
             run.artifacts.append((ev[2], ev[3]))
-        elif kind == "end":
+        elif event == "end":
             run.status, run.end = ev[2], ev[3]
     return runs
 

@@ -14,8 +14,8 @@ so a failing or slow step is a finding and never the end of the check:
    the workspace ``--workspace`` (default ``.trainscape/gpu-check``), where a sweep cut by its limit resumes
    on the next check.
 
-Three more steps run only when named (``--steps routes analysis bp``; routes and analysis each about what one
-device call allows):
+Four more steps run only when named (``--steps routes analysis bp spectra``; routes and analysis each about what
+one device call allows):
 
 6. ``routes``: ``pc_gpu.py`` at the paper's deepest stack (512:128:128 × 64 runs, TF32) on the engine's two
    routes, standard and fused, side by side;
@@ -25,7 +25,11 @@ device call allows):
    theory_grid (its nets on the CPU, ``TRAINSCAPE_EXECUTOR=processes``) trained through the stage command,
    each within ``--analysis-limit`` seconds (a cut unit resumes), nets trained and seconds beside the plan;
 8. ``bp``: ``benchmarks/bp_step.py`` on CUDA, a BP step with the hidden weights sliced per layer against one
-   unbind, at the forward-pass study's deepest shapes.
+   unbind, at the forward-pass study's deepest shapes;
+9. ``spectra``: ``benchmarks/hessian_spectrum.py`` at hessian_init's largest spectra (n = 8,192, 16,384): the
+   GPU's dense ``eigvalsh`` against the CPU's two-stage band route, alone and on every core at once (the
+   processes executor's way), from the ``scipy-openblas32`` package that ``make gpu-data`` copies into
+   ``gpu-data/pylib`` (carry it with the data).
 
 Then one summary, ``summary.txt`` and ``summary.json`` in ``OUT``: every timing, the graphs-vs-eager ratios,
 % of peak, the ``cuda_graphs`` outcome per group, and the plan's estimate beside the measured time. Each
@@ -382,6 +386,31 @@ def bp_bench(out: Path, limit: float) -> dict[str, Any]:
     return {**res, "lines": tail(log, 8)}
 
 
+def spectra_args(cores: int) -> list[str]:
+    return ["--shapes", "128:64", "128:128", "--routes", "2-stage N", "dense cuda", "--dense-max-n", "16384",
+            "--workers", str(cores)]
+
+
+def spectra_bench(out: Path, limit: float, pylib: Path) -> dict[str, Any]:
+    log = out / "hessian_spectrum.log"
+    path = os.pathsep.join(p for p in (str(pylib), os.environ.get("PYTHONPATH", "")) if p)
+    res = run_limited([sys.executable, "benchmarks/hessian_spectrum.py", *spectra_args(os.cpu_count() or 1)], log,
+                      limit, {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path})
+    return {**res, "lines": tail(log, 8)}
+
+
+def write_pylib(folder: Path) -> None:
+    """The ``scipy-openblas32`` package (its module and shared library) into ``folder/pylib``, for a machine
+    whose Python lacks it and reaches no package index: the two-stage band route needs it."""
+    import scipy_openblas32
+
+    src = Path(scipy_openblas32.__file__).parent
+    dst = folder / "pylib" / "scipy_openblas32"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("include", "cmake", "pkgconfig", "__pycache__"))
+    print(f"gpu-data: scipy-openblas32 {scipy_openblas32.get_openblas_config().split()[1]} copied to {dst}")
+
+
 def write_data(folder: Path, names: tuple[str, ...] = ("mnist", "fashion_mnist")) -> None:
     """Each dataset's four idx files, gzipped, into ``folder/<name>`` from the project's data module (checksums
     verified), so that they can travel to a machine that reaches no dataset source."""
@@ -468,6 +497,10 @@ def summary_text(s: dict[str, Any]) -> str:
     if b:
         lines += ["", f"bp_step.py on CUDA in {fmt_seconds(b['seconds'])}, exit {b['rc']}"]
         lines += [f"  {ln}" for ln in b["lines"]]
+    b = s.get("spectra")
+    if b:
+        lines += ["", f"hessian_spectrum.py (GPU dense, CPU band) in {fmt_seconds(b['seconds'])}, exit {b['rc']}"]
+        lines += [f"  {ln}" for ln in b["lines"]]
     for unit, r in s.get("sweeps", {}).items():
         p = r["plan"]
         lines += ["", f"{unit} ({p['precision']}): {p['todo']} of {p['runs']} runs to train in "
@@ -490,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mnist", type=Path, default=ROOT / "gpu-data" / "mnist", help="MNIST's four idx .gz files")
     ap.add_argument("--workspace", type=Path, default=ROOT / ".trainscape" / "gpu-check")
     ap.add_argument("--steps", nargs="+", default=["tests", "crossover", "pc_gpu", "sweeps"],
-                    choices=["tests", "crossover", "pc_gpu", "sweeps", "routes", "analysis", "bp"])
+                    choices=["tests", "crossover", "pc_gpu", "sweeps", "routes", "analysis", "bp", "spectra"])
     ap.add_argument("--analysis-workspace", type=Path, default=ROOT / ".trainscape" / "gpu-analysis")
     ap.add_argument("--analysis-limit", type=float, default=150, help="seconds for the plan and for each unit")
     ap.add_argument("--sweeps", nargs="+", default=list(SWEEPS))
@@ -500,8 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-limit", type=float, default=100, help="seconds per sweep (a cut sweep resumes)")
     ap.add_argument("--pc-gpu-args", default="", help="arguments for pc_gpu.py (default: its quick default)")
     ap.add_argument("--write-data", type=Path, help="write MNIST's and Fashion-MNIST's idx .gz files into "
-                    "<this>/mnist and <this>/fashion_mnist (where the project's data module can fetch them) and stop: "
-                    "what `make gpu-data` does")
+                    "<this>/mnist and <this>/fashion_mnist (where the project's data module can fetch them), the "
+                    "scipy-openblas32 package into <this>/pylib, and stop: what `make gpu-data` does")
     ap.add_argument("--crossover", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--crossover-budget", type=float, default=40, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -510,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.write_data:
         write_data(a.write_data)
+        write_pylib(a.write_data)
         return 0
     torch = cuda_torch("gpu-check", "nothing checked")
     if torch is None:
@@ -568,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
         save()
     if "bp" in a.steps:
         s["bp"] = bp_bench(out, 120)
+    if "spectra" in a.steps:
+        s["spectra"] = spectra_bench(out, 400, a.mnist.parent / "pylib")
         save()
     save()
     print(summary_text(s), end="")

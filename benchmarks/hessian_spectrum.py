@@ -12,10 +12,15 @@ ReLU net, SP, standard init, no skips, at its synthetic sample, seed 0):
 * ``eig_banded 2N-1``: ``scipy.linalg.eig_banded`` (LAPACK ``dsbevd``) on the full band (the route before);
 * ``eig_banded N``: the same on the narrowed band (narrowing included);
 * ``2-stage N``: ``hessian.band_eigenvalues`` (LAPACK ``dsbevd_2stage``) on the narrowed band, the route now;
-* ``dense``: torch's ``eigvalsh`` (MKL) of the assembled matrix, up to ``--dense-max-n``.
+* ``dense``: torch's ``eigvalsh`` (MKL) of the assembled matrix, up to ``--dense-max-n``;
+* ``dense cuda``: the same on CUDA (the GPU's route, ``spectrum_backend: auto``), where torch sees a GPU.
 
-Printed: seconds of each route (one call each, after a warm-up at a small shape), each one's speed-up over the
-first, and the largest difference of its eigenvalues from the first's, relative to the largest |λ|.
+Printed: seconds of each route in ``--routes`` (one call each, after a warm-up at a small shape), each one's
+speed-up over the first, and the largest difference of its eigenvalues from the first's, relative to the largest
+|λ|. With ``--workers W``, then ``W`` processes each solve the largest shape by the two-stage route at once, as
+``TRAINSCAPE_EXECUTOR=processes`` runs hessian_init's cells: the wall time, and per spectrum.
+
+    python3 benchmarks/hessian_spectrum.py --shapes 128:128 --routes "2-stage N" "dense cuda" --workers 16  # GPU box
 """
 
 from __future__ import annotations
@@ -51,27 +56,58 @@ ROUTES = {
                                              check_finite=False),
     "2-stage N": lambda b: hz.band_eigenvalues(hz.to_banded(hz.narrowed(b), b.N)),
     "dense": lambda b: torch.linalg.eigvalsh(hz.to_dense(b)).numpy(),
+    "dense cuda": lambda b: torch.linalg.eigvalsh(hz.to_dense(hz.Blocks(b.diag.cuda(), b.upper.cuda()))).cpu().numpy(),
 }
+
+
+def solve_one(shape: tuple[int, int]) -> float:
+    """A worker's task: the two-stage route on one spectrum, on one torch thread; its seconds."""
+    torch.set_num_threads(1)
+    b = blocks(*shape)
+    t0 = time.perf_counter()
+    hz.band_eigenvalues(hz.to_banded(hz.narrowed(b), b.N))
+    return time.perf_counter() - t0
+
+
+def side_by_side(shape: tuple[int, int], workers: int) -> str:
+    import concurrent.futures as cf
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        list(pool.map(solve_one, [(8, 4)] * workers))  # started and warm
+        t0 = time.perf_counter()
+        each = list(pool.map(solve_one, [shape] * workers))
+        wall = time.perf_counter() - t0
+    return (f"2-stage N on {workers} processes at once, N:H = {shape[0]}:{shape[1]}: {wall:.1f} s for {workers} "
+            f"spectra, {wall / workers:.2f} s a spectrum (each took {min(each):.1f}–{max(each):.1f} s)")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="+", default=["128:32", "128:64", "128:128"], help="N:H settings")
     ap.add_argument("--threads", type=int, default=1, help="torch (MKL) and OpenBLAS threads")
-    ap.add_argument("--dense-max-n", type=int, default=8192, help="the dense route only up to this n")
+    ap.add_argument("--dense-max-n", type=int, default=8192, help="the dense routes only up to this n")
+    ap.add_argument("--routes", nargs="+", choices=list(ROUTES), default=[r for r in ROUTES if r != "dense cuda"])
+    ap.add_argument("--workers", type=int, default=0, help="then this many two-stage solves side by side")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
-    for route in ROUTES.values():  # warm-up: libraries loaded, threads started
-        route(blocks(8, 4))
+    routes = {}
+    for name in a.routes:  # warm-up: libraries loaded, threads started; a route this machine lacks is named
+        try:
+            ROUTES[name](blocks(8, 4))
+            routes[name] = ROUTES[name]
+        except (ImportError, RuntimeError, AssertionError) as exc:
+            print(f"{name}: not run here ({type(exc).__name__}: {exc})")
     print(f"torch {torch.__version__}, {a.threads} thread(s); seconds for all eigenvalues of H_z "
           f"({CONFIG['act']}, {CONFIG['param']}, {CONFIG['init']}, no skips)")
-    print(f"{'N':>5} {'H':>5} {'n':>7} | " + " | ".join(f"{r:>20}" for r in ROUTES) + " | max |Δλ| / max |λ|")
+    print(f"{'N':>5} {'H':>5} {'n':>7} | " + " | ".join(f"{r:>20}" for r in routes) + " | max |Δλ| / max |λ|")
     for shape in a.shapes:
         N, H = (int(v) for v in shape.split(":"))
         b = blocks(N, H)
         cells, ref, diffs = [], None, []
-        for name, route in ROUTES.items():
-            if name == "dense" and a.dense_max_n < N * H:
+        for name, route in routes.items():
+            if name.startswith("dense") and a.dense_max_n < N * H:
                 cells.append(f"{'-':>20}")
                 continue
             t0 = time.perf_counter()
@@ -82,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 diffs.append(float(np.abs(ev - ref).max() / np.abs(ref).max()))
             cells.append(f"{sec:>8.2f} s ({first / sec:>5.1f}x)")
-        print(f"{N:>5} {H:>5} {N * H:>7} | " + " | ".join(cells) + f" | {max(diffs):.1e}", flush=True)
+        print(f"{N:>5} {H:>5} {N * H:>7} | " + " | ".join(cells) + f" | {max(diffs, default=0.0):.1e}", flush=True)
+    if a.workers and "2-stage N" in routes:
+        print(side_by_side(max((tuple(int(v) for v in s.split(":")) for s in a.shapes), key=lambda t: t[0] * t[1]),
+                           a.workers), flush=True)
     return 0
 
 

@@ -160,9 +160,11 @@ cluster-2node-stop:
 # benchmarks/pc_gpu.py and two gpu_medium sweeps, and writes OUT/summary.txt and summary.json; without CUDA
 # it says so in one line. The sweeps read MNIST's idx .gz files from gpu-data/mnist: `make gpu-data` writes
 # them (and Fashion-MNIST's, in gpu-data/fashion_mnist) on a machine that can fetch them (copy the folder
-# along to a machine that cannot). `GPU_CHECK_ARGS="--steps routes analysis bp"`: the engine's two routes at the
-# paper's deepest stack, the paper's mupc_analysis planned and partly trained on the card (a call each), and a
-# BP step sliced per layer against one unbind (benchmarks/bp_step.py).
+# along to a machine that cannot). `GPU_CHECK_ARGS="--steps routes analysis bp spectra"`: the engine's two routes
+# at the paper's deepest stack, the paper's mupc_analysis planned and partly trained on the card (a call each), a
+# BP step sliced per layer against one unbind (benchmarks/bp_step.py), and hessian_init's largest spectra on the
+# GPU against the CPU's band route on every core (benchmarks/hessian_spectrum.py; it needs gpu-data/pylib, which
+# `make gpu-data` fills with the scipy-openblas32 package).
 GPU_PY ?= python3
 gpu-check:
 	$(GPU_PY) benchmarks/gpu_check.py $(if $(OUT),--out $(OUT)) $(GPU_CHECK_ARGS)

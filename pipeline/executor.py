@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from pipeline import device
 from pipeline.config import ConfigError
 
 EXECUTORS = ("local", "processes", "ray")
@@ -93,8 +94,6 @@ def process_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float =
 
     if not items:
         return
-    from pipeline import device
-
     workers = min(worker_count(), len(items))
     pool = cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                   initializer=device.share_cores, initargs=(device.cores() // workers,))

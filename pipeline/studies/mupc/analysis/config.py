@@ -61,8 +61,8 @@ class HessianParams:
     dense_max_n: int = bounded(0, default=64)  # n = N·H at or below: dense eigvalsh for everything
     autodiff_check_max_n: int = bounded(0, default=64)  # cross-check blocks vs torch.func.hessian
     # full spectra above dense_max_n: auto is dense_torch on a GPU and banded on the CPU (LAPACK dsbevd_2stage on
-    # the narrowed band, hessian.full_spectrum), where at n = 16,384 on one core it takes 32 s against MKL's dense
-    # eigvalsh's 2 min 25 s (benchmarks/hessian_spectrum.py)
+    # the narrowed band, hessian.full_spectrum): at n = 16,384 on one core 32 s, where MKL's dense eigvalsh took
+    # 2 min 6 s (benchmarks/README.md, "The Hessian's full spectra")
     spectrum_backend: Literal["auto", "banded", "dense_torch"] = "auto"
     lanczos_tol: float = bounded(0.0, 1e-3, lo_open=True, default=1e-6)
     save_weights: bool = True

@@ -208,15 +208,16 @@ class Calibration:
     def _read(self) -> dict[str, dict[str, Any]]:
         return self._doc(self.path).get("entries", {})
 
-    def key(self, module: str, work: Work) -> str:
-        cores = {"cores": self.cores} if self.cores else {}
+    def key(self, module: str, work: Work, shared: bool = False) -> str:
+        """``shared``: the work is a unit's ``ctx.map`` tasks, probed on a worker's share of the cores."""
+        cores = {"cores": self.cores} if shared and self.cores else {}
         return json.dumps({"probe": f"{module}:{work.probe}", "shape": dict(work.shape), "torch": self.torch,
                            **cores}, sort_keys=True)
 
-    def rate(self, module: str, work: Work, probe: bool = True) -> float | None:
+    def rate(self, module: str, work: Work, probe: bool = True, shared: bool = False) -> float | None:
         """Seconds per FLOP of ``work``'s step on this device: cached, else probed now and cached (``probe``)
         or None; None when the probe fails (the plan then says so: an estimate never makes a stage crash)."""
-        key = self.key(module, work)
+        key = self.key(module, work, shared)
         if key not in self.entries and self.recorded is not None:
             self.failed[key] = f"not in the recorded calibration {self.recorded.name}"
             return None
@@ -229,7 +230,7 @@ class Calibration:
                       **work.shape}
             try:
                 fn = getattr(importlib.import_module(module), work.probe)
-                with _torch_state(device), _core_share(self.cores):
+                with _torch_state(device), _core_share(self.cores if shared else None):
                     step, flops = fn(**kwargs)
                     seconds = _time(step)
             except Exception as exc:  # reported in the plan, not raised
@@ -302,9 +303,10 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
     plan.runs, plan.groups, plan.flops, plan.note, plan.calibrated = cost.runs, cost.groups, cost.flops, cost.note, True
     failed: dict[str, list[str]] = {}  # why -> the works it left out
     for w in cost.work:
-        rate = calibration.rate(family.probe or "", w) if w.flops else 0.0
+        rate = calibration.rate(family.probe or "", w, shared=cost.parallel) if w.flops else 0.0
         if rate is None:
-            failed.setdefault(calibration.failed[calibration.key(family.probe or "", w)], []).append(w.label)
+            failed.setdefault(calibration.failed[calibration.key(family.probe or "", w, cost.parallel)], []
+                              ).append(w.label)
             plan.unestimated += 1
         seconds = w.flops * (rate or 0.0)
         plan.work.append((w, seconds))

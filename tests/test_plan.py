@@ -78,7 +78,7 @@ def test_a_run_counts_iterations_evaluations_and_the_hessian_monitor():
 
 
 def _fixed_rate(monkeypatch: pytest.MonkeyPatch, rate: float) -> None:
-    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True: rate)
+    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True, shared=False: rate)
 
 
 def test_the_smoke_plan_lists_every_stage_of_the_graph(monkeypatch):
@@ -219,10 +219,10 @@ def test_a_small_stage_probes_its_shapes_and_prints_its_estimate_not_a_bound(_ca
     probed: list[str] = []
     real = plan.Calibration.rate
 
-    def counting(self, module, work, probe=True):
-        if probe and self.key(module, work) not in self.entries:
+    def counting(self, module, work, probe=True, shared=False):
+        if probe and self.key(module, work, shared) not in self.entries:
             probed.append(work.label)
-        return real(self, module, work, probe)
+        return real(self, module, work, probe, shared)
 
     monkeypatch.setattr(plan.Calibration, "rate", counting)
     study = registry.load("imprint")
@@ -242,7 +242,7 @@ def test_a_stage_estimated_above_24_h_by_its_probes_still_stops(_cache, monkeypa
     study = registry.load("mupc_training")
     fam = study.family("train")
     cfg = registry.config(study, load_params(), "smoke")
-    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True: 1.0)  # 1 FLOP/s
+    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True, shared=False: 1.0)  # 1 FLOP/s
     with pytest.raises(ConfigError, match="exceeds 24 h"):
         plan.before_stage(study, fam, cfg, "S9", "cpu", lambda line: None)
     monkeypatch.setenv(plan.ALLOW_LONG_ENV, "1")
@@ -280,7 +280,7 @@ def test_worker_processes_plan_a_units_tasks_side_by_side_on_their_share_of_the_
     monkeypatch.setenv("TRAINSCAPE_WORKERS", "2")
     _, pair, cal = plan.plan_profile("paper", device="cpu", stages=stages)
     assert cal.workers == 2 and cal.cores == max(1, plan.devices.cores() // 2)
-    assert json.loads(cal.key("m", work))["cores"] == cal.cores and "cores" not in json.loads(local_key)
+    assert json.loads(cal.key("m", work, shared=True))["cores"] == cal.cores and cal.key("m", work) == local_key
     by = {p.unit: p for p in alone} | {f"{p.unit}, 2 workers": p for p in pair}
     fixed = plan.FIXED_SECONDS["train"]
     tasks = sum(w.tasks for w, _ in by["theory_width"].work)

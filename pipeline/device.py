@@ -76,7 +76,7 @@ def cpu_threads(requested: int) -> int:
     """torch CPU threads for a task that asks for ``requested``: no more than its cores (a worker's share).
 
     More threads than cores only oversubscribe them: on a 2-core machine a dense float64 eigvalsh (MKL) at
-    n = 8,192 took 18.5 s with 4 threads and 11.3 s with 2."""
+    n = 8,192 took 19.47 s with 4 threads and 11.99 s with 2 (``benchmarks/hessian_spectrum.py --threads``)."""
     return max(1, min(int(requested), _cores_share or cores()))
 
 

@@ -61,13 +61,13 @@ def local_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0
 
 
 def worker_count() -> int:
-    """``TRAINSCAPE_WORKERS`` (default: the CPUs of this machine), checked before any compute."""
+    """``TRAINSCAPE_WORKERS`` (default: the cores this process may run on), checked before any compute."""
     raw = os.environ.get(WORKERS_ENV, "")
     if not raw:
-        return os.cpu_count() or 1
+        return device.cores()
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigError(f"{WORKERS_ENV} = {raw!r} is not allowed; allowed: a whole number of worker processes, 1 "
-                          f"or more (unset: one per CPU, {os.cpu_count()} here)")
+                          f"or more (unset: one per core, {device.cores()} here)")
     return int(raw)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from pipeline.device import cpu_threads
 from pipeline.studies.imprint.cost import P, muon_flops
 from pipeline.studies.imprint.model import DTYPES, build_mlp, make_optimizers
 from pipeline.studies.imprint.muon import NewtonSchulz
@@ -16,7 +17,7 @@ def train_step(*, optimizer: str, batch: int, precision: str, ns_precision: str,
                threads: int | None, device: str, budget: float) -> tuple[Callable[[], None], float]:
     """Forward, backward and optimiser step on a random batch (the training loop's body)."""
     if threads and device.startswith("cpu"):
-        torch.set_num_threads(threads)
+        torch.set_num_threads(cpu_threads(threads))
     dtype = DTYPES[precision]
     model = build_mlp(0, dtype).to(device)
     opts = make_optimizers(model, optimizer, 1e-3, 0.95, ns_steps, DTYPES[ns_precision], NewtonSchulz(False))

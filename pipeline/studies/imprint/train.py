@@ -11,6 +11,7 @@ import torch
 
 from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
+from pipeline.device import cpu_threads
 from pipeline.studies.imprint.config import SPREAD, ImprintParams
 from pipeline.studies.imprint.glyph import glyph_info, provenance
 from pipeline.studies.imprint.model import DTYPES, build_mlp, stamp_glyph
@@ -85,7 +86,7 @@ def train_spread(ctx: Context, unit: str) -> Output:
 
 def set_threads(cfg: ImprintParams) -> None:
     if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
+        torch.set_num_threads(cpu_threads(cfg.torch_threads))
 
 
 def train(ctx: Context, unit: str) -> Output:

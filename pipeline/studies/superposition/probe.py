@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import torch
 
+from pipeline.device import cpu_threads
 from pipeline.studies.superposition.cost import epoch_flops
 from pipeline.studies.superposition.model import init_batch, loss_and_grads
 
@@ -14,7 +15,7 @@ def epoch(*, seeds: int, f: int, n: int, tied: bool, dtype: str, threads: int, d
           budget: float) -> tuple[Callable[[], None], float]:
     """One full-batch SGD epoch of every seed (``train_batched``'s loop body; no snapshot)."""
     if device.startswith("cpu"):
-        torch.set_num_threads(threads)
+        torch.set_num_threads(cpu_threads(threads))
     w_e0, w_u0 = init_batch(list(range(seeds)), f, n)
     w_e = w_e0.to(device=device, dtype=getattr(torch, dtype))
     w_u = w_e.transpose(1, 2).clone() if tied else w_u0.to(device=device, dtype=getattr(torch, dtype))

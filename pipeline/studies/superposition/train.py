@@ -9,6 +9,7 @@ import torch
 
 from pipeline.config import ConfigError, params_file
 from pipeline.contract import Context, Output, Run
+from pipeline.device import cpu_threads
 from pipeline.studies.superposition.config import Superposition
 from pipeline.studies.superposition.model import init_batch, train_batched
 
@@ -28,7 +29,7 @@ def train(ctx: Context, unit: str) -> Output:
     tp = cfg.train
     tied = cfg.variants[unit].tied
     device = resolve_device(cfg, ctx.device)
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(cpu_threads(cfg.threads))
     ctx.log(f"{len(tp.seeds)} seeds batched, {tp.epochs} epochs, tied={tied}, lr={cfg.lr} "
             f"({cfg.lr_schedule}), {device}/{cfg.dtype}")
     w_e0, w_u0 = init_batch(tp.seeds, cfg.f, cfg.n)

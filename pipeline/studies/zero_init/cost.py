@@ -11,11 +11,11 @@ n×n matrix: 8n³/3 FLOPs (Golub–Kahan bidiagonalisation, 4mn² − 4n³/3, Go
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
 from pipeline.contract import Cost, Work
+from pipeline.device import cpu_threads
 from pipeline.studies.zero_init.config import ZeroInitParams
 
 IN = 784
@@ -42,7 +42,7 @@ def train_cost(cfg: ZeroInitParams, unit: str, device: str, previous: Callable[[
     train = 6 * weights(run.n_h) * iters * cfg.batch_size + epochs * 2 * weights(run.n_h) * n_test
     logged = epochs * math.ceil(batches / b.log_interval)
     svds = 2 * (1 + logged + 1) + epochs
-    threads = min(cfg.cpu_threads, os.cpu_count() or 1)
+    threads = cpu_threads(cfg.cpu_threads)
     rank_device = "cpu" if cfg.rank_on == "cpu" else device
     work = (Work(f"SGD n_h={run.n_h}, batch {cfg.batch_size}", "sgd_step",
                  {"n_h": run.n_h, "bias": cfg.settings[run.setting].bias is not None, "batch": cfg.batch_size,

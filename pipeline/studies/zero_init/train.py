@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from torch.nn import functional as F  # noqa: N812
 
 from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
+from pipeline.device import cpu_threads
 from pipeline.studies.zero_init.config import ZeroInitParams
 from pipeline.studies.zero_init.model import MLP, residual_rank, residual_ranks
 
@@ -199,7 +199,7 @@ def train(ctx: Context, unit: str) -> Output:
     b = cfg.budgets[run.setting]
     device = ctx.device
     if device == "cpu":
-        torch.set_num_threads(min(cfg.cpu_threads, os.cpu_count() or 1))
+        torch.set_num_threads(cpu_threads(cfg.cpu_threads))
     tr, te = load_split(cfg.dataset, train=True), load_split(cfg.dataset, train=False)
     ntr, nte = b.train_subset or tr.labels.shape[0], b.test_subset or te.labels.shape[0]
     # pixels in [0, 1] (ToTensor), no normalisation, as in the seed

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import torch
 
+from pipeline.device import cpu_threads
 from pipeline.studies.mupc.energy import Adam, EnergyTerms, InferenceConfig, PCEngine
 from pipeline.studies.mupc.iteration import GroupIteration
 from pipeline.studies.mupc.model import Weights, init_weights
@@ -43,7 +44,7 @@ def _dtype(precision: str) -> torch.dtype:
 
 def _setup(threads: int, precision: str, device: str) -> None:
     if device.startswith("cpu"):
-        torch.set_num_threads(threads)
+        torch.set_num_threads(cpu_threads(threads))
     set_precision(device, precision)
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from pipeline.contract import Context, Output, Run
-from pipeline.device import set_matmul_precision
+from pipeline.device import cpu_threads, set_matmul_precision
 from pipeline.studies.mupc.runs import RunConfig
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.cost import group_flops
@@ -154,7 +154,7 @@ def train_task(task: GroupTask) -> tuple[list[RunResult], float, float]:
     (wall clock: for MLflow's time axis only, never in a tracked output)."""
     t0 = time.time()
     if task.device.startswith("cpu"):
-        torch.set_num_threads(task.threads)
+        torch.set_num_threads(cpu_threads(task.threads))
     set_precision(task.device, task.precision)
     ds = task.runs[0].dataset
     key = (ds, task.n_train, task.n_test, task.device, task.dtype)
@@ -171,7 +171,7 @@ def train(ctx: Context, unit: str) -> Generator[Output, None, Output]:
     cfg: TrainingParams = ctx.cfg
     device = ctx.device
     if str(device).startswith("cpu"):
-        torch.set_num_threads(cfg.threads)
+        torch.set_num_threads(cpu_threads(cfg.threads))
     settings = resume_settings(cfg, unit, str(device))
     dtype, prec = settings["dtype"], settings["precision"]
     runs = expand(cfg, unit)

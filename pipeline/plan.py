@@ -119,7 +119,7 @@ def _time(step: Callable[[], None]) -> float:
     ``PROBE_SECONDS`` (at least one): the machine's speed, as the repository's benchmarks take it (a
     loaded machine is slower; the probes are too short to average the load). A first call of
     :data:`WARM_CALL_SECONDS` or more is the measurement itself: warming (allocations, lazy set-up) is a
-    small part of it, and a probe timed at a cell's own shape (eig_banded at n = 16,384: 2.6 min) is not
+    small part of it, and a probe timed at a cell's own shape (a band eigen-solve at n = 16,384: half a minute) is not
     run twice."""
     t0 = time.perf_counter()
     step()

@@ -251,7 +251,7 @@ def test_a_stage_estimated_above_24_h_by_its_probes_still_stops(_cache, monkeypa
 
 
 def test_a_long_first_call_is_the_measurement_and_a_short_one_only_warms(monkeypatch):
-    """A probe at a cell's own shape (eig_banded at n = 16,384 takes minutes) runs once, not twice."""
+    """A probe at a cell's own shape (a band eigen-solve at n = 16,384 takes half a minute) runs once, not twice."""
     clock = iter(range(10_000))
     monkeypatch.setattr(plan.time, "perf_counter", lambda: float(next(clock)) * 3.0)  # every call: 3 s
     calls = []

@@ -43,8 +43,8 @@ def hessian_cell(*, method: str, N: int, H: int, threads: int, device: str, budg
     """Blocks of H_z at initialisation and their eigen-solve by ``method`` (the cell's route)."""
     _threads(threads, device)
     budget = budget / 8 if method == "structured" else budget  # ARPACK's Python loop: ≈ 0.1 GFLOP/s here
-    if method != "banded":  # eig_banded slows as its band outgrows the cache (one core: 5.4 GFLOP/s at n = 4,096,
-        # 2.7 at 16,384; scaled down to 1 GFLOP the plan was 4x short): timed at the cell's own shape, once
+    if method != "banded":  # band solvers' rates move with n (the one-stage eig_banded ran 2x slower per FLOP at
+        # n = 16,384 than at 4,096, and scaled down the plan was 4x short): timed at the cell's own shape, once
         H = _layers(lambda h: blocks_flops(N, h) + eig_flops(method, N, h), H, budget)
     spec = hessian_spec({**CONFIG, "seed": 0}, N, H, False)
     w = init_weights(spec, [0], dtype=torch.float64)

@@ -14,11 +14,13 @@ so a failing or slow step is a finding and never the end of the check:
    the workspace ``--workspace`` (default ``.trainscape/gpu-check``), where a sweep cut by its limit resumes
    on the next check.
 
-Four more steps run only when named (``--steps routes analysis bp spectra``; routes and analysis each about what
-one device call allows):
+Five more steps run only when named (``--steps tiles routes analysis bp spectra``; routes and analysis each about
+what one device call allows):
 
-6. ``routes``: ``pc_gpu.py`` at the paper's deepest stack (512:128:128 × 64 runs, TF32) on the engine's two
-   routes, standard and fused, side by side;
+6. ``tiles``: ``benchmarks/fused_tiles.py``, the fused route's two kernels at the paper's deepest stack under
+   each tile setting, and a whole inference step in launch groups (within ``--tiles-limit`` seconds);
+   ``routes``: ``pc_gpu.py`` at that stack (512:128:128 × 64 runs, TF32) on the engine's two routes, standard
+   and fused, side by side, and the fused route again at the sweep's fastest setting where ``tiles`` ran;
 7. ``analysis``: the paper's mupc_analysis on this machine, in the workspace ``--analysis-workspace`` at the
    paper profile with theory_width's widths cut to 512: the plan of its train units (the plan cache comes back
    as ``plan-calibration.json``, for ``make plan P=paper CAL=...``), then theory_width (the N = 512 nets) and
@@ -129,11 +131,11 @@ def machine(torch: Any) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- 2. the gpu tests
 
 
-def gpu_tests(out: Path, limit: float) -> dict[str, Any]:
+def gpu_tests(out: Path, limit: float, paths: list[str] | None = None) -> dict[str, Any]:
     xml = out / "tests.xml"
     env = {**os.environ, "TRAINSCAPE_PROGRESS": "off", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"}
     res = run_limited([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
-                       "--durations=10", f"--junitxml={xml}"], out / "tests.log", limit, env)
+                       "--durations=10", f"--junitxml={xml}", *(paths or [])], out / "tests.log", limit, env)
     cases: list[dict[str, Any]] = []
     if xml.exists():
         for case in ET.parse(xml).getroot().iter("testcase"):
@@ -317,6 +319,32 @@ def sweep(out: Path, ws: Path, env: dict[str, str], unit: str, limit: float, pro
 
 # ----------------------------------------------------------------------------- 6. the engine's routes
 
+def tiles_bench(out: Path, limit: float) -> dict[str, Any]:
+    """``benchmarks/fused_tiles.py`` within ``limit`` (its own sweep stops 15 s before, to write its JSON)."""
+    path = out / "fused_tiles.json"
+    res = run_limited([sys.executable, "benchmarks/fused_tiles.py", "--limit", str(max(limit - 15, 10)), "--json",
+                       str(path)], out / "fused_tiles.log", limit, {**os.environ, "PYTHONUNBUFFERED": "1"})
+    return {**res, **(json.loads(path.read_text()) if path.exists() else {})}
+
+
+def routes_args(tiles: dict[str, Any] | None) -> list[str]:
+    """:data:`ROUTES_ARGS`, plus the fused route at the tile sweep's fastest setting where it is not today's, and
+    at its fastest launch group where that beat one launch eagerly (pc_gpu times a 64-run stack eagerly)."""
+    from pipeline.studies.mupc.fused import Tiles
+
+    extra = []
+    best = (tiles or {}).get("best")
+    if best and best != Tiles().label():
+        extra.append(f"fused@{best}")
+    groups = [g for g in (tiles or {}).get("groups", []) if "eager_s" in g]
+    one = next((g for g in groups if g["group"] == 0), None)
+    if one:
+        fastest = min(groups, key=lambda g: g["eager_s"])
+        if fastest["group"] and fastest["eager_s"] < one["eager_s"]:
+            extra.append(f"fused@{fastest['tiles']}")
+    return ROUTES_ARGS + extra
+
+
 ROUTES_ARGS = ["--shapes", "512:128:128", "--stacks", "64", "--tf32", "on", "--no-float64", "--graph-max-stack", "8",
                "--engine", "standard", "fused"]
 
@@ -357,7 +385,7 @@ def unit_report(log: Path, folder: Path) -> dict[str, Any]:
             "log_tail": tail(log, 6)}
 
 
-def analysis(out: Path, ws: Path, mnist: Path, limit: float) -> dict[str, Any]:
+def analysis(out: Path, ws: Path, mnist: Path, limit: float, units: list[str] | None = None) -> dict[str, Any]:
     env = analysis_workspace(ws, mnist)
     r: dict[str, Any] = {"download": run_limited([sys.executable, "-m", "stages.download", "mnist"],
                                                  out / "download.log", 120, env)}
@@ -368,7 +396,8 @@ def analysis(out: Path, ws: Path, mnist: Path, limit: float) -> dict[str, Any]:
     for cache in (ws / "plan").glob("cuda-*.json"):
         shutil.copyfile(cache, out / "plan-calibration.json")
     r["units"] = {}
-    for unit, extra in ANALYSIS_UNITS.items():
+    for unit in units or list(ANALYSIS_UNITS):
+        extra = ANALYSIS_UNITS[unit]
         log = out / f"analysis_{unit}.log"
         res = run_limited([sys.executable, "-m", "stages.train", "mupc_analysis", unit, "--profile", "paper"], log,
                           limit, {**env, **extra})
@@ -473,6 +502,23 @@ def summary_text(s: dict[str, Any]) -> str:
         lines += [f"  {ln}" for ln in b.get("paper_estimate", [])]
         if not b.get("rows"):
             lines += [f"  | {ln}" for ln in tail(Path(s["out"]) / "pc_gpu.log")]
+    b = s.get("tiles")
+    if b:
+        cut = " (cut at its limit)" if b["cut_at_limit"] else ""
+        lines += ["", f"fused_tiles.py at {b.get('shape')} x {b.get('runs')} runs, B = {b.get('batch')}, TF32, in "
+                  f"{fmt_seconds(b['seconds'])}{cut}, exit {b['rc']}; copy {b.get('copy_tb_per_s') or 0:.2f} TB/s; "
+                  f"fastest pair {b.get('best')}"]
+        ranked = sorted((r for r in b.get("kernels", []) if "s" in r), key=lambda r: (r["kernel"], r["s"]))
+        for kernel in ("errors", "step"):
+            rows = [r for r in ranked if r["kernel"] == kernel]
+            lines += [f"  {kernel} {r['tiles']}: {r['s'] * 1e3:.2f} ms, {r['tb_per_s']:.2f} TB/s, "
+                      f"{r['pct_copy']:.0f} % of copy" for r in rows[:4]]
+        lines += [f"  failed {r['kernel']} {r['tiles']}: {r['failed']}" for r in b.get("kernels", []) if "failed" in r]
+        lines += [f"  step in groups of {g['group']} rows ({g['launches']} launches): eager "
+                  f"{(g.get('eager_s') or 0) * 1e3:.2f} ms, graph {(g.get('graph_s') or 0) * 1e3:.2f} ms"
+                  + (f"; {g['failed']}" if "failed" in g else "") for g in b.get("groups", [])]
+        if not b.get("kernels"):
+            lines += [f"  | {ln}" for ln in tail(Path(s["out"]) / "fused_tiles.log")]
     b = s.get("routes")
     if b:
         cut = " (cut at its limit)" if b["cut_at_limit"] else ""
@@ -523,11 +569,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mnist", type=Path, default=ROOT / "gpu-data" / "mnist", help="MNIST's four idx .gz files")
     ap.add_argument("--workspace", type=Path, default=ROOT / ".trainscape" / "gpu-check")
     ap.add_argument("--steps", nargs="+", default=["tests", "crossover", "pc_gpu", "sweeps"],
-                    choices=["tests", "crossover", "pc_gpu", "sweeps", "routes", "analysis", "bp", "spectra"])
+                    choices=["tests", "crossover", "pc_gpu", "sweeps", "tiles", "routes", "analysis", "bp", "spectra"])
     ap.add_argument("--analysis-workspace", type=Path, default=ROOT / ".trainscape" / "gpu-analysis")
     ap.add_argument("--analysis-limit", type=float, default=150, help="seconds for the plan and for each unit")
     ap.add_argument("--sweeps", nargs="+", default=list(SWEEPS))
     ap.add_argument("--tests-limit", type=float, default=120)
+    ap.add_argument("--tests-paths", nargs="+", help="test files for the tests step (default: every gpu test)")
+    ap.add_argument("--tiles-limit", type=float, default=130, help="seconds for the fused route's tile sweep")
+    ap.add_argument("--analysis-units", nargs="+", choices=list(ANALYSIS_UNITS), default=list(ANALYSIS_UNITS),
+                    help="the mupc_analysis train units the analysis step trains after its plan")
     ap.add_argument("--crossover-limit", type=float, default=60)
     ap.add_argument("--pc-gpu-limit", type=float, default=150)
     ap.add_argument("--sweep-limit", type=float, default=100, help="seconds per sweep (a cut sweep resumes)")
@@ -570,7 +620,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "summary.txt").write_text(summary_text(s))
 
     if "tests" in a.steps:
-        s["tests"] = gpu_tests(out, a.tests_limit)
+        s["tests"] = gpu_tests(out, a.tests_limit, a.tests_paths)
         save()
         print(f"gpu tests: {s['tests']['counts']} in {s['tests']['seconds']} s", flush=True)
     if "crossover" in a.steps:
@@ -594,11 +644,16 @@ def main(argv: list[str] | None = None) -> int:
             r = s["sweeps"][unit]
             print(f"{unit}: {r['runs_trained_now']} runs trained in {r['seconds']} s; cuda_graphs "
                   f"{r['cuda_graphs_runs']}", flush=True)
+    if "tiles" in a.steps:
+        s["tiles"] = tiles_bench(out, a.tiles_limit)
+        save()
+        print(f"fused_tiles.py: fastest {s['tiles'].get('best')} in {s['tiles']['seconds']} s", flush=True)
     if "routes" in a.steps:
-        s["routes"] = pc_bench(out, a.pc_gpu_limit, ROUTES_ARGS, "routes")
+        s["routes"] = pc_bench(out, a.pc_gpu_limit, routes_args(s.get("tiles")), "routes")
         save()
     if "analysis" in a.steps:
-        s["analysis"] = analysis(out, a.analysis_workspace.resolve(), a.mnist.resolve(), a.analysis_limit)
+        s["analysis"] = analysis(out, a.analysis_workspace.resolve(), a.mnist.resolve(), a.analysis_limit,
+                                 a.analysis_units)
         save()
     if "bp" in a.steps:
         s["bp"] = bp_bench(out, 120)

@@ -67,6 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pipeline.device import set_matmul_precision  # noqa: E402
+from pipeline.studies.mupc import fused  # noqa: E402
 from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig  # noqa: E402
 from pipeline.studies.mupc.iteration import GroupIteration  # noqa: E402
 from pipeline.studies.mupc.model import NetSpec, init_weights  # noqa: E402
@@ -202,8 +203,14 @@ def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: f
     sync()
     t = time.perf_counter()
     w0 = init_weights(spec, list(range(R)), dtype=dtype, device=DEVICE)
-    it = GroupIteration(spec, w0, B, InferenceConfig(steps=T), EnergyTerms(), [0.1] * R, [1e-3] * R, x, y, DEVICE,
-                        dtype, engine)
+    route, _, tiles = engine.partition("@")
+    before = fused.TILES
+    fused.TILES = fused.Tiles.parse(tiles) if tiles else before  # what the engine is built with, and keeps
+    try:
+        it = GroupIteration(spec, w0, B, InferenceConfig(steps=T), EnergyTerms(), [0.1] * R, [1e-3] * R, x, y,
+                            DEVICE, dtype, route)
+    finally:
+        fused.TILES = before
     del w0
     sync()
     setup = time.perf_counter() - t
@@ -230,6 +237,19 @@ def bench_group(N: int, H: int, T: int, R: int, precisions: list[str], target: f
         rows.append(row)
     it.replay, it.outputs = None, None
     return rows
+
+
+def engine_arg(text: str) -> str:
+    """``standard``, ``fused`` or ``fused@<tiles>`` (:meth:`fused.Tiles.parse`), checked before anything runs."""
+    route, at, tiles = text.partition("@")
+    if route not in ("standard", "fused") or (at and route != "fused"):
+        raise argparse.ArgumentTypeError(f"{text!r}: standard, fused or fused@cols:k:warps:stages[:group]")
+    if tiles:
+        try:
+            fused.Tiles.parse(tiles)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def paper_estimate(rows: list[Row], flops: Callable[..., tuple[float, float]]) -> list[str]:
@@ -297,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peak-n", type=int, default=8192, help="matrix size of the peak measurement")
     ap.add_argument("--graph-max-stack", type=int, default=None,
                     help="capture CUDA graphs only for stacks of at most this many runs (default: every stack)")
-    ap.add_argument("--engine", nargs="+", choices=["standard", "fused"], default=["standard"],
-                    help="the engine's routes to time, one row each (fused: Triton kernels)")
+    ap.add_argument("--engine", nargs="+", type=engine_arg, default=["standard"],
+                    help="the engine's routes to time, one row each: standard, fused (Triton kernels, today's "
+                         "tiles) or fused@cols:k:warps:stages[:group] (benchmarks/fused_tiles.py)")
     ap.add_argument("--json", type=Path, help="also write every row and the peaks to this JSON file")
     a = ap.parse_args(argv)
     a.shapes = a.shapes or (PAPER_SHAPES if a.paper else QUICK_SHAPES)
@@ -322,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         """GB per stack iteration by the engine's count, the TB/s it reaches at the best rate, its share of the
         copy bandwidth and the memory floor's share (floor time at the copy bandwidth over the measured time)."""
         size = 8 if r.precision == "float64" else 4
-        engine = nbytes(r.N, r.H, r.T, "relu", r.R, B, size, "fused" if r.engine == "fused" else "engine")
+        engine = nbytes(r.N, r.H, r.T, "relu", r.R, B, size, "fused" if r.engine.startswith("fused") else "engine")
         floor = nbytes(r.N, r.H, r.T, "relu", r.R, B, size, "floor")
         per_s = r.best_its() / r.R  # stack iterations per second
         return {"gb_per_it": engine / 1e9, "tb_per_s": engine * per_s / 1e12,
@@ -331,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(s, R, precs, e) for s in a.shapes for R in a.stacks for e in a.engine]
     if not a.no_float64:
         plan += [(s, R, ["float64"], e) for s in (a.float64 or []) for R in a.float64_stacks for e in a.engine]
-    hdr = (f"{'N':>4} {'H':>3} {'T':>3} {'R':>3} {'prec':>7} {'engine':>8} | {'setup s':>7} {'capture s':>9} | "
+    hdr = (f"{'N':>4} {'H':>3} {'T':>3} {'R':>3} {'prec':>7} {'engine':>14} | {'setup s':>7} {'capture s':>9} | "
            f"{'eager it/s':>10} "
            f"{'graph it/s':>10} {'graph/eager':>11} | {'TFLOP/s':>7} {'%peak':>5} | {'GB/it':>7} {'TB/s':>5} "
            f"{'%bw':>4} {'%floor':>6} | note")
@@ -351,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(r)
             tf = r.best_its() * flops(N, H, T)[1] / 1e12
             m = traffic(r)
-            print(f"{N:>4} {H:>3} {T:>3} {R:>3} {r.precision:>7} {r.engine:>8} | {r.setup_s:>7.2f} "
+            print(f"{N:>4} {H:>3} {T:>3} {R:>3} {r.precision:>7} {r.engine:>14} | {r.setup_s:>7.2f} "
                   f"{r.capture_s:>9.2f} | "
                   f"{r.eager_its:>10.1f} {r.graph_its:>10.1f} {r.graph_its / r.eager_its:>10.2f}x | "
                   f"{tf:>7.2f} {100 * tf * 1e12 / peak[r.precision]:>5.1f} | {m['gb_per_it']:>7.1f} "

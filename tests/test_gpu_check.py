@@ -154,3 +154,39 @@ def test_the_spectra_step_names_the_gpu_and_band_routes_and_a_worker_per_core(ca
     rows = [ln.split("|") for ln in out.splitlines() if ln.strip().startswith(("6 ", "8 "))]
     assert len(rows) == 2 and all(float(r[-1]) < 1e-12 for r in rows)  # the same eigenvalues both ways
     assert "2-stage N on 2 processes at once, N:H = 8:4" in out
+
+
+def test_fused_tiles_without_cuda_measures_nothing_and_sweeps_todays_setting_first():
+    out = subprocess.run([sys.executable, "benchmarks/fused_tiles.py"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    assert out.returncode == 0 and out.stdout.startswith("fused_tiles: no CUDA device"), out.stdout + out.stderr
+    from pipeline.studies.mupc.fused import Tiles
+
+    labels = _module("fused_tiles").settings()
+    assert labels[0] == Tiles().label() and len(labels) == len(set(labels)) > 20
+    assert all(Tiles.parse(t) for t in labels)
+
+
+def test_the_routes_step_adds_the_sweeps_fastest_setting_and_group():
+    gc = _module("gpu_check")
+    assert gc.routes_args(None) == gc.ROUTES_ARGS
+    assert gc.routes_args({"best": "64:32:4:3"}) == gc.ROUTES_ARGS  # today's: nothing to add
+    groups = [{"group": 0, "tiles": "128:64:8:3", "eager_s": 0.010},
+              {"group": 16, "tiles": "128:64:8:3:16", "eager_s": 0.012},
+              {"group": 32, "tiles": "128:64:8:3:32", "eager_s": 0.009},
+              {"group": 48, "tiles": "128:64:8:3:48", "failed": "OutOfResources"}]
+    assert gc.routes_args({"best": "128:64:8:3", "groups": groups})[-2:] == ["fused@128:64:8:3",
+                                                                            "fused@128:64:8:3:32"]
+    groups[2]["eager_s"] = 0.011  # no group beats one launch
+    assert gc.routes_args({"best": "128:64:8:3", "groups": groups})[-1] == "fused@128:64:8:3"
+
+
+@pytest.mark.parametrize("engine,ok", [("standard", True), ("fused", True), ("fused@128:64:8:3:32", True),
+                                       ("standard@64:32:4:3", False), ("fused@96:32:4:3", False), ("fast", False)])
+def test_pc_gpu_names_the_fused_route_with_its_tiles(engine, ok):
+    pc = _module("pc_gpu")
+    if ok:
+        assert pc.engine_arg(engine) == engine
+    else:
+        with pytest.raises(Exception, match="fused|standard|power of two"):
+            pc.engine_arg(engine)

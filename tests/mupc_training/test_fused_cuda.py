@@ -46,3 +46,21 @@ def test_fused_equals_standard_on_cuda_over_several_tiles():
                 for route in ("standard", "fused"))
     for a, b in zip(new, std):
         _same([t.cpu() for t in a], [t.cpu() for t in b], 1e-10)
+
+
+@pytest.mark.parametrize("text", ["128:64:8:4", "256:32:8:3:5"])
+def test_other_tiles_and_launch_groups_on_cuda(monkeypatch, text):
+    """Settings that ``benchmarks/fused_tiles.py`` sweeps, compiled for CUDA: wider tiles, a K tile of 64, eight
+    warps, deeper pipelines, launch groups that start mid-layer; float32 (TF32 off) to its round-off, float64 to
+    1e-10, against the standard route."""
+    from pipeline.studies.mupc import fused
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for dtype, B, tol in ((torch.float32, 10, 2e-4), (torch.float64, 66, 1e-10)):
+        args = ("relu", True, "mupc", 2, 4, 5, "adam", 0.0, dtype)
+        std = engine_iterations(*args, iters=1, route="standard", device="cuda", N=70, B=B)
+        monkeypatch.setattr(fused, "TILES", fused.Tiles.parse(text))
+        new = engine_iterations(*args, iters=1, route="fused", device="cuda", N=70, B=B)
+        monkeypatch.undo()
+        for a, b in zip(new, std):
+            _same([t.cpu() for t in a], [t.cpu() for t in b], tol)

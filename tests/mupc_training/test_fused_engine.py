@@ -153,3 +153,51 @@ def test_the_learning_rate_is_read_from_the_device():
             eng.feedforward(x, y)
             eng.infer(lr)
         _same([engines["fused"].z], [engines["standard"].z], 1e-10)
+
+
+@pytest.mark.parametrize("text", ["128:64:8:4", "256:32:4:2:6", "16:16:1:1:1"])
+def test_fused_tiles_are_parsed(text):
+    t = fused.Tiles.parse(text)
+    assert t.rows == 64 and t.label() == text.removesuffix(":0")
+
+
+@pytest.mark.parametrize("text,why", [("128:64:8", "cols:k:warps:stages"), ("96:32:4:3", "cols = 96"),
+                                      ("64:8:4:3", "k = 8"), ("64:32:3:3", "warps = 3"),
+                                      ("64:32:4:0", "stages ≥ 1"), ("64:32:4:3:-2", "group ≥ 0"),
+                                      ("a:b:c:d", "integers")])
+def test_bad_fused_tiles_are_refused(text, why):
+    with pytest.raises(ValueError, match=why):
+        fused.Tiles.parse(text)
+
+
+def _with_tiles(monkeypatch, text, *args, **kw):
+    monkeypatch.setattr(fused, "TILES", fused.Tiles.parse(text))
+    return engine_iterations(*args, route="fused", **kw)
+
+
+@pytest.mark.parametrize("text", ["16:16:4:3:2", "16:16:4:3:3", "32:16:8:2:4"])
+@pytest.mark.parametrize("optim", ["gd", "adam"])
+def test_launch_groups_change_no_bit(monkeypatch, text, optim):
+    """Each group's errors then its step, bottom up (:meth:`PCEngine._fused_step`), against one launch of each:
+    the same bits, below, at and above the front's reach (groups of 2 rows: one layer of both runs; 3: a layer
+    and a half, so a group starts mid-layer and the per-run rate is read from the row's run; 4: two layers),
+    over several width tiles (N = 40 at cols 16 or 32)."""
+    args = ("tanh", True, "mupc", 2, 5, 7, optim, 0.0, F64)
+    one = _with_tiles(monkeypatch, text.rsplit(":", 1)[0], *args, iters=2, N=40, B=6)
+    grouped = _with_tiles(monkeypatch, text, *args, iters=2, N=40, B=6)
+    for a, b in zip(grouped, one):
+        for u, v in zip(a, b):
+            assert torch.equal(u, v)
+
+
+@pytest.mark.parametrize("text", ["16:16:4:3", "128:64:8:4:2"])
+def test_other_tiles_equal_the_standard_route(monkeypatch, text):
+    """Tiles other than the default (narrower and wider than N = 70, a K tile of 16 or 64 in float32) give the
+    standard route's numbers, as the default does: float64 to 1e-10, float32 to its round-off."""
+    args = ("relu", True, "mupc", 2, 3, 4, "adam", 0.0)
+    std = engine_iterations(*args, F64, iters=1, route="standard", N=70, B=66)
+    for a, b in zip(_with_tiles(monkeypatch, text, *args, F64, iters=1, N=70, B=66), std):
+        _same(a, b, 1e-10)
+    std = engine_iterations(*args, torch.float32, iters=1, route="standard", N=70, B=10)
+    for a, b in zip(_with_tiles(monkeypatch, text, *args, torch.float32, iters=1, N=70, B=10), std):
+        _same(a, b, 2e-4)

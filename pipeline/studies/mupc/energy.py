@@ -284,9 +284,9 @@ class PCEngine:
         self._views: dict[int, dict[str, torch.Tensor]] = {}  # per front size: made once, reused every step
         self._partials: torch.Tensor | None = None  # the fused route's Σ G² per (layer, run) row and tile
         if route == "fused":
-            self._fused = fused
+            self._fused, self._tiles = fused, fused.TILES
             self._tf32 = matmul_precision(str(device)) == "tf32"  # as the engine's torch products compute
-            self._partials = buf(H * R, fused.tiles(B, N))
+            self._partials = buf(H * R, fused.tiles(B, N, self._tiles))
 
     def _bufs(self) -> dict[str, torch.Tensor]:
         out = {"z": self.z, "E": self.E, "T": self.T, "G": self.G, "P": self.P}
@@ -496,10 +496,8 @@ class PCEngine:
         for t in range(cfg.steps):
             first = t == 0 and self.at_feedforward
             k = min(t, H) if front else H
-            if not first:
-                self._fused_errors(k)
             moved = 0 if first and front else min(k, H - 1)  # hidden rows below the top one that this step moves
-            self._fused_grad_step(moved, rate, t + 1 if adam else None)
+            self._fused_step(k, moved, not first, rate, t + 1 if adam else None)
             torch.sum(self._partials.view(H, R, -1), dim=(0, 2), out=self.gnorm[t])
             self.gnorm[t].sqrt_()
         self.reached = min(cfg.steps, H) if front else H
@@ -509,31 +507,48 @@ class PCEngine:
     def _fused_errors(self, k: int) -> None:
         """The top ``k`` layers' errors ``E`` and ε_L at the current activities (:meth:`errors`' numbers, with
         φ applied as the product reads z)."""
-        m, H, act, f = self.m, self.spec.H, self.spec.act, self._fused
+        m, H, act, f, tl = self.m, self.spec.H, self.spec.act, self._fused, self._tiles
         if k >= H:
             torch.sub(self.z_layers[0], self.mu1, out=self.E0)
         c = min(k, H - 1)
         if c:
             v = self._top(k)
-            f.predict_error(v["flo:z"], v["w"], v["fhi:z"], v["fhi:E"], act, m.s, m.a_hid, self._tf32)
-        f.predict_error(self.v_last["z"], self.w_out, self.y, self.eps_out, act, 0.0, m.a_out, self._tf32)
+            f.predict_error(v["flo:z"], v["w"], v["fhi:z"], v["fhi:E"], act, m.s, m.a_hid, self._tf32, tl)
+        f.predict_error(self.v_last["z"], self.w_out, self.y, self.eps_out, act, 0.0, m.a_out, self._tf32, tl)
 
-    def _fused_grad_step(self, c: int, rate: torch.Tensor | float, adam_t: int | None) -> None:
-        """The activity step on the top row and the ``c`` hidden rows below it: their gradient (Jᵀε through
-        the hidden weights, or W_L for the top row), its Σ G² partials, and the GD or Adam update."""
-        m, H, R, act, f = self.m, self.spec.H, self.R, self.spec.act, self._fused
-        decay = self.cfg.activity_decay
+    def _fused_step(self, k: int, c: int, errors: bool, rate: torch.Tensor | float, adam_t: int | None) -> None:
+        """One inference step: (``errors``) the top ``k`` layers' errors at the current activities, then the
+        activity step on the top row and the ``c`` hidden rows below it (their gradient, Jᵀε through the hidden
+        weights or W_L for the top row, its Σ G² partials, the GD or Adam update). The hidden rows go in groups
+        of ``Tiles.group`` (layer, run) rows, bottom up, each group's errors then its step, so that both read
+        the group's weights back to back: a row's z moves only after the errors that read it are formed (its
+        own row's, as x, and the row one layer down's, as y, which an earlier or the same group forms)."""
+        m, H, R, act, f, tl = self.m, self.spec.H, self.R, self.spec.act, self._fused, self._tiles
+        decay, tf32 = self.cfg.activity_decay, self._tf32
         moments, floor = self._bufs(), sqrt_floor(self.z.dtype, 1e-8)
+        if errors and k >= H:
+            torch.sub(self.z_layers[0], self.mu1, out=self.E0)
         if c:
             v = self._top(c)
             lo = slice(H - 1 - c, H - 1)
-            adam = None if adam_t is None else (_flat(moments["m"][lo]), _flat(moments["v"][lo]), adam_t, floor)
-            f.grad_step(v["fhi:E"], v["w"], v["flo:E"], v["flo:z"], self._partials[(H - 1 - c) * R:(H - 1) * R],
-                        act, m.s, m.a_hid, decay, rate, R, adam, self._tf32)
+            part = self._partials[(H - 1 - c) * R:(H - 1) * R]
+            mm, vv = (None, None) if adam_t is None else (_flat(moments["m"][lo]), _flat(moments["v"][lo]))
+            n = c * R
+            step = tl.group or n
+            for r0 in range(0, n, step):  # one group (the default): the views as they are, no slicing per step
+                r = slice(r0, min(r0 + step, n)) if step < n else slice(None)
+                if errors:
+                    f.predict_error(v["flo:z"][r], v["w"][r], v["fhi:z"][r], v["fhi:E"][r], act, m.s, m.a_hid, tf32,
+                                    tl)
+                adam = None if adam_t is None else (mm[r], vv[r], adam_t, floor)
+                f.grad_step(v["fhi:E"][r], v["w"][r], v["flo:E"][r], v["flo:z"][r], part[r], act, m.s, m.a_hid,
+                            decay, rate, R, adam, tf32, tl, r0)
         last = self.v_last
+        if errors:
+            f.predict_error(last["z"], self.w_out, self.y, self.eps_out, act, 0.0, m.a_out, tf32, tl)
         adam = None if adam_t is None else (last["m"], last["v"], adam_t, floor)
         f.grad_step(self.eps_out, self.w_out, last["E"], last["z"], self._partials[(H - 1) * R:], act, 0.0,
-                    m.a_out, decay, rate, R, adam, self._tf32)
+                    m.a_out, decay, rate, R, adam, tf32, tl)
 
     def _adam(self, t: int, lr: torch.Tensor | float, v: dict[str, torch.Tensor]) -> None:
         """The :class:`Adam` update on the activities, in place (g = G / B), operation for operation, on the

@@ -28,6 +28,7 @@ torch sees no CUDA device, before Triton reads it), which is how the tests check
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -131,7 +132,7 @@ def _predict_error_kernel(X, W, Y, E, Bn, M, K, s: tl.float64, a: tl.float64,
 
 
 @triton.jit
-def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s: tl.float64, a: tl.float64,
+def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, ROW0, s: tl.float64, a: tl.float64,
                       decay: tl.float64, lr_scalar: tl.float64, b1: tl.float64, b2: tl.float64, c1: tl.float64,
                       c2: tl.float64, floor: tl.float64, eps: tl.float64, bsize: tl.float64,
                       senp, senb, senk, swp, swk, swn, sesp, sesb, sesn, szp, szb, szn, smp, smb, smn,
@@ -168,7 +169,7 @@ def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s: tl.float64
     g = tl.where(mask, g, 0.0)
     tl.store(PART + p * tl.num_programs(1) * nn + pb * nn + pn,
              tl.sum(tl.sum(g * g, axis=1), axis=0))
-    lr = tl.load(LR + p % R) if PER_RUN else lr_scalar
+    lr = tl.load(LR + (ROW0 + p) % R) if PER_RUN else lr_scalar
     if ADAM:  # energy.PCEngine._adam, element for element
         g = g / bsize
         m_ptr = AM + p * smp + ob[:, None] * smb + on[None, :] * smn
@@ -181,51 +182,97 @@ def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s: tl.float64
     tl.store(z_ptr, z - g * lr, mask=mask)
 
 
+@dataclass(frozen=True)
+class Tiles:
+    """How both kernels cut their products: at most ``rows`` batch rows by ``cols`` output columns a program, a
+    K tile of ``k`` (float32; float64 keeps 8), ``warps`` warps and ``stages`` pipelined K tiles a program, and
+    ``group``: rows (layer × run) per launch pair (0: every row in one launch). A group's error launch and its
+    gradient launch read the same weights back to back, so with a group's weights smaller than the L2 cache the
+    second read comes from L2, not memory; the launches per step grow by the number of groups. Neither setting
+    changes a number: a program's tile of the product is summed in the same order whatever the launch."""
+
+    rows: int = 64
+    cols: int = 64
+    k: int = 32
+    warps: int = 4
+    stages: int = 3
+    group: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Tiles:
+        """``cols:k:warps:stages[:group]`` (``rows`` stays 64), as the benchmarks name a setting."""
+        try:
+            vals = [int(v) for v in text.split(":")]
+            if len(vals) not in (4, 5):
+                raise ValueError
+            t = cls(64, *vals)
+        except ValueError:
+            raise ValueError(f"fused tiles {text!r}: expected cols:k:warps:stages[:group], integers") from None
+        for name in ("cols", "k", "warps"):
+            v = getattr(t, name)
+            if v < (16 if name != "warps" else 1) or v & (v - 1):
+                raise ValueError(f"fused tiles {text!r}: {name} = {v} must be a power of two"
+                                 f"{' of at least 16' if name != 'warps' else ''}")
+        if t.stages < 1 or t.group < 0:
+            raise ValueError(f"fused tiles {text!r}: stages ≥ 1 and group ≥ 0 (0: one launch)")
+        return t
+
+    def label(self) -> str:
+        return f"{self.cols}:{self.k}:{self.warps}:{self.stages}" + (f":{self.group}" if self.group else "")
+
+
+TILES = Tiles()  # what an engine built now launches with (it keeps the setting it was built with)
+
+
 def _block(n: int, most: int) -> int:
     """A power-of-two tile edge covering ``n`` up to ``most``, at least 16 (``tl.dot``'s smallest)."""
     return max(16, min(most, triton.next_power_of_2(n)))
 
 
-def _block_k(K: int, dtype: torch.dtype) -> int:
-    """The K tile: 32 for ``tl.dot``; 8 in float64, whose [B, K, M] broadcast product is held whole."""
-    return _block(K, 32) if dtype != torch.float64 else min(8, triton.next_power_of_2(K))
+def _block_k(K: int, dtype: torch.dtype, t: Tiles) -> int:
+    """The K tile: ``t.k`` for ``tl.dot``; 8 in float64, whose [B, K, M] broadcast product is held whole."""
+    return _block(K, t.k) if dtype != torch.float64 else min(8, triton.next_power_of_2(K))
 
 
 def _prec(dtype: torch.dtype, tf32: bool) -> str:
     return "tf32" if tf32 and dtype == torch.float32 else "ieee"
 
 
-def tiles(B: int, N: int) -> int:
+def tiles(B: int, N: int, t: Tiles | None = None) -> int:
     """Norm partials per (layer, run) row that :func:`grad_step` writes for a batch of B and width N."""
-    return triton.cdiv(B, _block(B, 64)) * triton.cdiv(N, _block(N, 64))
+    t = t or TILES
+    return triton.cdiv(B, _block(B, t.rows)) * triton.cdiv(N, _block(N, t.cols))
 
 
 def predict_error(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor | None, e: torch.Tensor, act: str, s: float,
-                  a: float, tf32: bool = False) -> None:
+                  a: float, tf32: bool = False, t: Tiles | None = None) -> None:
     """``e = y − μ`` with ``μ = s·x + a·φ(x) wᵀ`` for [P, B, K] ``x``, [P, M, K] ``w``, [P, B, M] ``y`` and ``e``
     (s only where M = K; any strides); ``y`` None: ``e = μ`` (the feed-forward pass, whose μ bits the errors
     then repeat)."""
+    t = t or TILES
     P, B, K = x.shape
     M = w.shape[1]
-    BB, BM, BK = _block(B, 64), _block(M, 64), _block_k(K, x.dtype)
+    BB, BM, BK = _block(B, t.rows), _block(M, t.cols), _block_k(K, x.dtype, t)
     grid = (P * triton.cdiv(M, BM), triton.cdiv(B, BB))
     yy = e if y is None else y
     _predict_error_kernel[grid](x, w, yy, e, B, M, K, float(s), float(a), *x.stride(), *w.stride(), *yy.stride(),
                                 *e.stride(), ERROR=y is not None, ACT=ACTS[act], HAS_S=bool(s),
                                 F64=x.dtype == torch.float64, PREC=_prec(x.dtype, tf32), INTERP=INTERPRETED,
-                                BB=BB, BM=BM, BK=BK)
+                                BB=BB, BM=BM, BK=BK, num_warps=t.warps, num_stages=t.stages)
 
 
 def grad_step(e_next: torch.Tensor, w: torch.Tensor, e_self: torch.Tensor, z: torch.Tensor, part: torch.Tensor,
               act: str, s: float, a: float, decay: float, lr: torch.Tensor | float, R: int,
-              adam: tuple[torch.Tensor, torch.Tensor, int, float] | None = None, tf32: bool = False) -> None:
-    """One activity step on ``z`` [P, B, N] (rows layer-major, run ``p % R``): G = e_self − s·e_next − a·φ'(z)·
-    (e_next w) (+ decay·z) with ``e_next`` [P, B, K], ``w`` [P, K, N]; ``part`` [P, tiles] gets Σ G² per tile;
-    then GD (``lr`` [R] or a float, already divided by B) or, with ``adam = (m, v, t, floor)``, Adam on G / B
-    (``lr`` undivided; ``floor``: the engine's floor of v̂, ``energy.sqrt_floor``)."""
+              adam: tuple[torch.Tensor, torch.Tensor, int, float] | None = None, tf32: bool = False,
+              t: Tiles | None = None, row0: int = 0) -> None:
+    """One activity step on ``z`` [P, B, N] (rows layer-major, run ``(row0 + p) % R``): G = e_self − s·e_next −
+    a·φ'(z)·(e_next w) (+ decay·z) with ``e_next`` [P, B, K], ``w`` [P, K, N]; ``part`` [P, tiles] gets Σ G² per
+    tile; then GD (``lr`` [R] or a float, already divided by B) or, with ``adam = (m, v, t, floor)``, Adam on
+    G / B (``lr`` undivided; ``floor``: the engine's floor of v̂, ``energy.sqrt_floor``)."""
+    t = t or TILES
     P, B, N = z.shape
     K = e_next.shape[2]
-    BB, BN, BK = _block(B, 64), _block(N, 64), _block_k(K, z.dtype)
+    BB, BN, BK = _block(B, t.rows), _block(N, t.cols), _block_k(K, z.dtype, t)
     grid = (P * triton.cdiv(N, BN), triton.cdiv(B, BB))
     per_run = isinstance(lr, torch.Tensor)
     b1, b2, eps = 0.9, 0.999, 1e-8
@@ -233,11 +280,11 @@ def grad_step(e_next: torch.Tensor, w: torch.Tensor, e_self: torch.Tensor, z: to
         m = v = z
         c1 = c2 = floor = 1.0
     else:
-        m, v, t, floor = adam
-        c1, c2 = 1 - b1**t, 1 - b2**t
-    _grad_step_kernel[grid](e_next, w, e_self, z, part, lr if per_run else z, m, v, B, N, K, R, float(s), float(a),
-                            float(decay), 0.0 if per_run else float(lr), b1, b2, c1, c2, floor, eps, float(B),
-                            *e_next.stride(), *w.stride(), *e_self.stride(), *z.stride(), *m.stride(),
+        m, v, step, floor = adam
+        c1, c2 = 1 - b1**step, 1 - b2**step
+    _grad_step_kernel[grid](e_next, w, e_self, z, part, lr if per_run else z, m, v, B, N, K, R, row0, float(s),
+                            float(a), float(decay), 0.0 if per_run else float(lr), b1, b2, c1, c2, floor, eps,
+                            float(B), *e_next.stride(), *w.stride(), *e_self.stride(), *z.stride(), *m.stride(),
                             ACT=ACTS[act], HAS_S=bool(s), DECAY=bool(decay), PER_RUN=per_run, ADAM=adam is not None,
                             F64=z.dtype == torch.float64, PREC=_prec(z.dtype, tf32), INTERP=INTERPRETED,
-                            BB=BB, BN=BN, BK=BK)
+                            BB=BB, BN=BN, BK=BK, num_warps=t.warps, num_stages=t.stages)

@@ -330,6 +330,7 @@ def tiles_bench(out: Path, limit: float) -> dict[str, Any]:
 def routes_args(tiles: dict[str, Any] | None) -> list[str]:
     """:data:`ROUTES_ARGS`, plus the fused route at the tile sweep's fastest setting where it is not today's, and
     at its fastest launch group where that beat one launch eagerly (pc_gpu times a 64-run stack eagerly)."""
+    sys.path.insert(0, str(ROOT))
     from pipeline.studies.mupc.fused import Tiles
 
     extra = []

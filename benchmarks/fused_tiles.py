@@ -90,6 +90,7 @@ class Stack:
         self.e = torch.zeros_like(z)
         self.e_self, self.e_next = self.e[:self.P], self.e[R:]
         self.w = torch.randn(self.P, N, N, device="cuda", generator=g) / N**0.5
+        self.w_cols: torch.Tensor | None = None  # the same weights stored transposed, made on first use
         self.lr = torch.full((R,), 0.1 / B, device="cuda")
         self.part = {}
 
@@ -102,8 +103,15 @@ class Stack:
     def errors(self, t: fused.Tiles, r: slice = slice(None)) -> None:
         fused.predict_error(self.x[r], self.w[r], self.y[r], self.e_next[r], "relu", 1.0, 1.0 / self.N, True, t)
 
-    def step(self, t: fused.Tiles, r: slice = slice(None), row0: int = 0) -> None:
-        fused.grad_step(self.e_next[r], self.w[r], self.e_self[r], self.x[r], self.partials(t)[r], "relu", 1.0,
+    def step(self, t: fused.Tiles, r: slice = slice(None), row0: int = 0, transposed: bool = False) -> None:
+        """The activity step; ``transposed``: its weights read from a copy stored transposed, so that a program's
+        column strip of W (the product ε W's) is one contiguous block, as the error kernel's row strip is."""
+        w = self.w
+        if transposed:
+            if self.w_cols is None:
+                self.w_cols = self.w.transpose(1, 2).contiguous()
+            w = self.w_cols.transpose(1, 2)
+        fused.grad_step(self.e_next[r], w[r], self.e_self[r], self.x[r], self.partials(t)[r], "relu", 1.0,
                         1.0 / self.N, 0.0, self.lr, self.R, None, True, t, row0)
 
     def full_step(self, t: fused.Tiles) -> None:
@@ -116,14 +124,19 @@ class Stack:
             self.step(t, r, r0)
 
 
-def kernel_rows(st: Stack, labels: list[str], reps: int, bw: float, deadline: float) -> list[dict]:
+def kernel_rows(st: Stack, labels: list[str], reps: int, bw: float, deadline: float,
+                kernels: tuple[str, ...] = ("errors", "step")) -> list[dict]:
+    """Each kernel of ``kernels`` (``errors``, ``step``, ``step_wt``: the step reading transposed weights) at
+    each setting."""
     act = st.P * st.B * st.N * 4
     weights = st.P * st.N * st.N * 4
-    need = {"errors": weights + 3 * act, "step": weights + 5 * act}
+    need = {"errors": weights + 3 * act, "step": weights + 5 * act, "step_wt": weights + 5 * act}
     rows = []
     for label in labels:
         t = fused.Tiles.parse(label)
-        for kernel, fn in (("errors", lambda t=t: st.errors(t)), ("step", lambda t=t: st.step(t))):
+        fns = {"errors": lambda t=t: st.errors(t), "step": lambda t=t: st.step(t),
+               "step_wt": lambda t=t: st.step(t, transposed=True)}
+        for kernel, fn in ((k, fns[k]) for k in kernels):
             if time.perf_counter() > deadline:
                 return rows
             row = {"tiles": label, "kernel": kernel, "gb": need[kernel] / 1e9}
@@ -149,7 +162,7 @@ def best_pair(rows: list[dict]) -> str:
     for r in rows:
         if "s" in r:
             by.setdefault(r["tiles"], {})[r["kernel"]] = r["s"]
-    both = {k: v["errors"] + v["step"] for k, v in by.items() if len(v) == 2}
+    both = {k: v["errors"] + v["step"] for k, v in by.items() if "errors" in v and "step" in v}
     return min(both, key=both.get)
 
 
@@ -188,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=7, help="timed launches per setting (the median is kept)")
     ap.add_argument("--limit", type=float, default=150, help="seconds for both parts together")
     ap.add_argument("--tiles", nargs="+", help="settings cols:k:warps:stages (default: the sweep's list)")
+    ap.add_argument("--kernels", nargs="+", choices=["errors", "step", "step_wt"], default=["errors", "step"],
+                    help="step_wt: the step kernel reading a copy of the weights stored transposed")
+    ap.add_argument("--no-groups", action="store_true", help="time the kernels only")
     ap.add_argument("--json", type=Path, help="also write every row to this JSON file")
     a = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -200,19 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     st = Stack(N, H, a.runs, a.batch)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, {N}:{H} x {a.runs} runs, B = {a.batch}, "
           f"TF32; copy {bw / 1e12:.2f} TB/s", flush=True)
-    kernels = kernel_rows(st, a.tiles or settings(), a.reps, bw, t0 + 0.7 * a.limit)
+    kernels = kernel_rows(st, a.tiles or settings(), a.reps, bw, t0 + 0.7 * a.limit, tuple(a.kernels))
     out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "shape": a.shape, "runs": a.runs,
            "batch": a.batch, "copy_tb_per_s": bw / 1e12, "kernels": kernels}
     try:
         out["best"] = best_pair(kernels)
     except ValueError:
         out["best"] = None
-    default = {r["kernel"]: r.get("s") for r in kernels if r["tiles"] == fused.Tiles().label()}
-    if out["best"]:
+    if out["best"] and not a.no_groups:
         best = {r["kernel"]: r.get("s") for r in kernels if r["tiles"] == out["best"]}
-        print(f"best pair {out['best']}: errors {best['errors'] * 1e3:.2f} ms, step {best['step'] * 1e3:.2f} ms; "
-              f"default {fused.Tiles().label()}: errors {default['errors'] * 1e3:.2f} ms, step "
-              f"{default['step'] * 1e3:.2f} ms", flush=True)
+        print(f"best pair {out['best']}: errors {best['errors'] * 1e3:.2f} ms, step {best['step'] * 1e3:.2f} ms",
+              flush=True)
         out["groups"] = group_rows(st, out["best"], a.reps, t0 + a.limit)
     out["seconds"] = time.perf_counter() - t0
     print(f"fused_tiles took {out['seconds']:.0f} s")

@@ -12,10 +12,9 @@ Two parts, in one run on one device:
    once, and the activity-sized tensors it reads and writes: three for the error kernel, five for the step) and
    the TB/s that makes, beside the device-to-device copy bandwidth measured in the same run. A setting the
    device cannot run (too much shared memory) is a row that says so.
-2. **Groups.** A whole inference step (every error, then every activity step: :meth:`PCEngine._fused_step`'s
-   launches) at the fastest pair of settings, with the rows in groups of ``group`` rows, each group's errors
-   then its step, so that both read the group's weights back to back (from L2 where the group's weights fit),
-   eager and replayed from a CUDA graph: the step's time against one launch of each.
+2. **The step's weights transposed** (``--kernels ... step_wt``): the step kernel reading a copy of the weights
+   stored transposed, as the engine's fused route does, so that a program's column strip of W is one
+   contiguous block (``step``: the weights as stored, the route before).
 
 Needs torch and Triton (the machine's own); without CUDA it says so in one line. Every number is this run's.
 """
@@ -38,7 +37,6 @@ sys.path.insert(0, str(ROOT))
 from pipeline.studies.mupc import fused  # noqa: E402  (the checkout's package, from any working directory)
 
 COLS, KS, LAUNCH = (64, 128, 256), (32, 64), ((4, 3), (8, 3), (4, 4), (8, 4), (8, 2))
-GROUPS = (0, 8, 16, 24, 32, 48, 64)
 
 
 def settings() -> list[str]:
@@ -100,10 +98,10 @@ class Stack:
             self.part[key] = torch.zeros(self.P, fused.tiles(self.B, self.N, t), device="cuda")
         return self.part[key]
 
-    def errors(self, t: fused.Tiles, r: slice = slice(None)) -> None:
-        fused.predict_error(self.x[r], self.w[r], self.y[r], self.e_next[r], "relu", 1.0, 1.0 / self.N, True, t)
+    def errors(self, t: fused.Tiles) -> None:
+        fused.predict_error(self.x, self.w, self.y, self.e_next, "relu", 1.0, 1.0 / self.N, True, t)
 
-    def step(self, t: fused.Tiles, r: slice = slice(None), row0: int = 0, transposed: bool = False) -> None:
+    def step(self, t: fused.Tiles, transposed: bool = False) -> None:
         """The activity step; ``transposed``: its weights read from a copy stored transposed, so that a program's
         column strip of W (the product ε W's) is one contiguous block, as the error kernel's row strip is."""
         w = self.w
@@ -111,17 +109,8 @@ class Stack:
             if self.w_cols is None:
                 self.w_cols = self.w.transpose(1, 2).contiguous()
             w = self.w_cols.transpose(1, 2)
-        fused.grad_step(self.e_next[r], w[r], self.e_self[r], self.x[r], self.partials(t)[r], "relu", 1.0,
-                        1.0 / self.N, 0.0, self.lr, self.R, None, True, t, row0)
-
-    def full_step(self, t: fused.Tiles) -> None:
-        """Every error, then every activity step, in groups of ``t.group`` rows (0: one launch of each)."""
-        n = self.P
-        size = t.group or n
-        for r0 in range(0, n, size):
-            r = slice(r0, min(r0 + size, n))
-            self.errors(t, r)
-            self.step(t, r, r0)
+        fused.grad_step(self.e_next, w, self.e_self, self.x, self.partials(t), "relu", 1.0, 1.0 / self.N, 0.0,
+                        self.lr, self.R, None, True, t)
 
 
 def kernel_rows(st: Stack, labels: list[str], reps: int, bw: float, deadline: float,
@@ -157,40 +146,15 @@ def kernel_rows(st: Stack, labels: list[str], reps: int, bw: float, deadline: fl
 
 
 def best_pair(rows: list[dict]) -> str:
-    """The setting whose error and step launches take least together."""
+    """The setting whose error and step launches take least together (the step as the engine reads its weights:
+    ``step_wt`` where it was timed)."""
     by: dict[str, dict[str, float]] = {}
     for r in rows:
         if "s" in r:
             by.setdefault(r["tiles"], {})[r["kernel"]] = r["s"]
-    both = {k: v["errors"] + v["step"] for k, v in by.items() if "errors" in v and "step" in v}
+    step = "step_wt" if any(r["kernel"] == "step_wt" for r in rows) else "step"
+    both = {k: v["errors"] + v[step] for k, v in by.items() if "errors" in v and step in v}
     return min(both, key=both.get)
-
-
-def group_rows(st: Stack, base: str, reps: int, deadline: float) -> list[dict]:
-    rows = []
-    for group in GROUPS:
-        if time.perf_counter() > deadline:
-            break
-        t = fused.Tiles.parse(f"{base}:{group}")
-        row = {"tiles": t.label(), "group": group, "launches": 2 * -(-st.P // (group or st.P)),
-               "group_weight_mb": min(group or st.P, st.P) * st.N * st.N * 4 / 1e6}
-        try:
-            row["eager_s"] = timed(lambda t=t: st.full_step(t), reps)
-            graph = torch.cuda.CUDAGraph()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                st.full_step(t)
-            torch.cuda.current_stream().wait_stream(side)
-            with torch.cuda.graph(graph):
-                st.full_step(t)
-            row["graph_s"] = timed(graph.replay, reps)
-            del graph
-        except Exception as exc:
-            row["failed"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}"
-        rows.append(row)
-        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
-    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,9 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=7, help="timed launches per setting (the median is kept)")
     ap.add_argument("--limit", type=float, default=150, help="seconds for both parts together")
     ap.add_argument("--tiles", nargs="+", help="settings cols:k:warps:stages (default: the sweep's list)")
-    ap.add_argument("--kernels", nargs="+", choices=["errors", "step", "step_wt"], default=["errors", "step"],
+    ap.add_argument("--kernels", nargs="+", choices=["errors", "step", "step_wt"], default=["errors", "step_wt"],
                     help="step_wt: the step kernel reading a copy of the weights stored transposed")
-    ap.add_argument("--no-groups", action="store_true", help="time the kernels only")
     ap.add_argument("--json", type=Path, help="also write every row to this JSON file")
     a = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -216,18 +179,16 @@ def main(argv: list[str] | None = None) -> int:
     st = Stack(N, H, a.runs, a.batch)
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}, {N}:{H} x {a.runs} runs, B = {a.batch}, "
           f"TF32; copy {bw / 1e12:.2f} TB/s", flush=True)
-    kernels = kernel_rows(st, a.tiles or settings(), a.reps, bw, t0 + 0.7 * a.limit, tuple(a.kernels))
+    kernels = kernel_rows(st, a.tiles or settings(), a.reps, bw, t0 + a.limit, tuple(a.kernels))
     out = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "shape": a.shape, "runs": a.runs,
            "batch": a.batch, "copy_tb_per_s": bw / 1e12, "kernels": kernels}
     try:
         out["best"] = best_pair(kernels)
     except ValueError:
         out["best"] = None
-    if out["best"] and not a.no_groups:
+    if out["best"]:
         best = {r["kernel"]: r.get("s") for r in kernels if r["tiles"] == out["best"]}
-        print(f"best pair {out['best']}: errors {best['errors'] * 1e3:.2f} ms, step {best['step'] * 1e3:.2f} ms",
-              flush=True)
-        out["groups"] = group_rows(st, out["best"], a.reps, t0 + a.limit)
+        print(f"best pair {out['best']}: " + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in best.items()), flush=True)
     out["seconds"] = time.perf_counter() - t0
     print(f"fused_tiles took {out['seconds']:.0f} s")
     if a.json:

@@ -18,7 +18,7 @@ Five more steps run only when named (``--steps tiles routes analysis bp spectra`
 what one device call allows):
 
 6. ``tiles``: ``benchmarks/fused_tiles.py``, the fused route's two kernels at the paper's deepest stack under
-   each tile setting, and a whole inference step in launch groups (within ``--tiles-limit`` seconds);
+   each tile setting (within ``--tiles-limit`` seconds);
    ``routes``: ``pc_gpu.py`` at that stack (512:128:128 × 64 runs, TF32) on the engine's two routes, standard
    and fused, side by side, and the fused route again at the sweep's fastest setting where ``tiles`` ran;
 7. ``analysis``: the paper's mupc_analysis on this machine, in the workspace ``--analysis-workspace`` at the
@@ -328,22 +328,12 @@ def tiles_bench(out: Path, limit: float) -> dict[str, Any]:
 
 
 def routes_args(tiles: dict[str, Any] | None) -> list[str]:
-    """:data:`ROUTES_ARGS`, plus the fused route at the tile sweep's fastest setting where it is not today's, and
-    at its fastest launch group where that beat one launch eagerly (pc_gpu times a 64-run stack eagerly)."""
+    """:data:`ROUTES_ARGS`, plus the fused route at the tile sweep's fastest setting where it is not today's."""
     sys.path.insert(0, str(ROOT))
     from pipeline.studies.mupc.fused import Tiles
 
-    extra = []
     best = (tiles or {}).get("best")
-    if best and best != Tiles().label():
-        extra.append(f"fused@{best}")
-    groups = [g for g in (tiles or {}).get("groups", []) if "eager_s" in g]
-    one = next((g for g in groups if g["group"] == 0), None)
-    if one:
-        fastest = min(groups, key=lambda g: g["eager_s"])
-        if fastest["group"] and fastest["eager_s"] < one["eager_s"]:
-            extra.append(f"fused@{fastest['tiles']}")
-    return ROUTES_ARGS + extra
+    return ROUTES_ARGS + ([f"fused@{best}"] if best and best != Tiles().label() else [])
 
 
 ROUTES_ARGS = ["--shapes", "512:128:128", "--stacks", "64", "--tf32", "on", "--no-float64", "--graph-max-stack", "8",
@@ -510,14 +500,11 @@ def summary_text(s: dict[str, Any]) -> str:
                   f"{fmt_seconds(b['seconds'])}{cut}, exit {b['rc']}; copy {b.get('copy_tb_per_s') or 0:.2f} TB/s; "
                   f"fastest pair {b.get('best')}"]
         ranked = sorted((r for r in b.get("kernels", []) if "s" in r), key=lambda r: (r["kernel"], r["s"]))
-        for kernel in ("errors", "step"):
+        for kernel in ("errors", "step", "step_wt"):
             rows = [r for r in ranked if r["kernel"] == kernel]
             lines += [f"  {kernel} {r['tiles']}: {r['s'] * 1e3:.2f} ms, {r['tb_per_s']:.2f} TB/s, "
                       f"{r['pct_copy']:.0f} % of copy" for r in rows[:4]]
         lines += [f"  failed {r['kernel']} {r['tiles']}: {r['failed']}" for r in b.get("kernels", []) if "failed" in r]
-        lines += [f"  step in groups of {g['group']} rows ({g['launches']} launches): eager "
-                  f"{(g.get('eager_s') or 0) * 1e3:.2f} ms, graph {(g.get('graph_s') or 0) * 1e3:.2f} ms"
-                  + (f"; {g['failed']}" if "failed" in g else "") for g in b.get("groups", [])]
         if not b.get("kernels"):
             lines += [f"  | {ln}" for ln in tail(Path(s["out"]) / "fused_tiles.log")]
     b = s.get("routes")

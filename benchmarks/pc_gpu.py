@@ -243,7 +243,7 @@ def engine_arg(text: str) -> str:
     """``standard``, ``fused`` or ``fused@<tiles>`` (:meth:`fused.Tiles.parse`), checked before anything runs."""
     route, at, tiles = text.partition("@")
     if route not in ("standard", "fused") or (at and route != "fused"):
-        raise argparse.ArgumentTypeError(f"{text!r}: standard, fused or fused@cols:k:warps:stages[:group]")
+        raise argparse.ArgumentTypeError(f"{text!r}: standard, fused or fused@cols:k:warps:stages")
     if tiles:
         try:
             fused.Tiles.parse(tiles)
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="capture CUDA graphs only for stacks of at most this many runs (default: every stack)")
     ap.add_argument("--engine", nargs="+", type=engine_arg, default=["standard"],
                     help="the engine's routes to time, one row each: standard, fused (Triton kernels, today's "
-                         "tiles) or fused@cols:k:warps:stages[:group] (benchmarks/fused_tiles.py)")
+                         "tiles) or fused@cols:k:warps:stages (benchmarks/fused_tiles.py)")
     ap.add_argument("--json", type=Path, help="also write every row and the peaks to this JSON file")
     a = ap.parse_args(argv)
     a.shapes = a.shapes or (PAPER_SHAPES if a.paper else QUICK_SHAPES)

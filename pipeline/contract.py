@@ -153,6 +153,7 @@ class Work:
     shape: Mapping[str, Any]  # JSON values only (the calibration key)
     flops: float  # FLOPs of all of this work's steps, counted from the shapes
     tasks: int = 1  # the equal ``ctx.map`` tasks it is made of, where its unit's cost is ``parallel``
+    host: bool = False  # it computes on the CPU whatever the stage's device (numpy, LAPACK): side by side there
 
 
 @dataclass(frozen=True)

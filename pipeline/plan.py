@@ -188,10 +188,11 @@ class Calibration:
             self.name = device_name(self.device)
             self.torch = torch_version()
             self.path = cache_dir() / f"{_slug(f'{self.device} {self.name}')}.json"
-        # on the CPU with TRAINSCAPE_EXECUTOR=processes, a unit's tasks run side by side on their share of the
-        # cores: probed there (a key of its own) and planned as a makespan (plan_stage)
-        self.workers = side_by_side() if recorded is None and self.device == "cpu" else 1
-        self.cores = max(1, devices.cores() // self.workers) if self.workers > 1 else None
+        # with TRAINSCAPE_EXECUTOR=processes, a unit's tasks run side by side: those on the CPU on their share of
+        # the cores (probed there, under a key of their own), those on a GPU one after another on its one device;
+        # planned as a makespan (plan_stage). A recorded calibration keeps the keys it was probed with.
+        self.workers = side_by_side()
+        self.cores = max(1, devices.cores() // self.workers) if self.workers > 1 and recorded is None else None
         self.entries: dict[str, dict[str, Any]] = self._read()
         self.probed: list[str] = []  # keys measured by this object (a warm cache measures none)
         self.failed: dict[str, str] = {}  # keys whose probe raised (or, recorded, that the file lacks), and why
@@ -208,9 +209,15 @@ class Calibration:
     def _read(self) -> dict[str, dict[str, Any]]:
         return self._doc(self.path).get("entries", {})
 
+    def on_cpu(self, work: Work) -> bool:
+        """Whether ``work`` computes on the CPU: on the host by its nature, or by its own ``device`` (else the
+        calibration's)."""
+        return work.host or str(work.shape.get("device", self.device)) == "cpu"
+
     def key(self, module: str, work: Work, shared: bool = False) -> str:
-        """``shared``: the work is a unit's ``ctx.map`` tasks, probed on a worker's share of the cores."""
-        cores = {"cores": self.cores} if shared and self.cores else {}
+        """``shared``: the work is a unit's ``ctx.map`` tasks, probed on a worker's share of the cores (the ones
+        that run on the CPU)."""
+        cores = {"cores": self.cores} if shared and self.cores and self.on_cpu(work) else {}
         return json.dumps({"probe": f"{module}:{work.probe}", "shape": dict(work.shape), "torch": self.torch,
                            **cores}, sort_keys=True)
 
@@ -230,7 +237,7 @@ class Calibration:
                       **work.shape}
             try:
                 fn = getattr(importlib.import_module(module), work.probe)
-                with _torch_state(device), _core_share(self.cores if shared else None):
+                with _torch_state(device), _core_share(self.cores if shared and self.on_cpu(work) else None):
                     step, flops = fn(**kwargs)
                     seconds = _time(step)
             except Exception as exc:  # reported in the plan, not raised
@@ -313,9 +320,12 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
         plan.seconds += seconds
     if cost.parallel and calibration.workers > 1:
         tasks = [seconds / w.tasks for w, seconds in plan.work for _ in range(w.tasks)]
-        plan.seconds = FIXED_SECONDS[family.kind] + makespan(tasks, calibration.workers)
-        plan.note += (f"; {calibration.workers} worker processes side by side (TRAINSCAPE_EXECUTOR=processes, "
-                      f"{_count(calibration.cores or 1, 'core')} each): the tasks' sum {fmt_seconds(sum(tasks))}")
+        gpu = sum(seconds for w, seconds in plan.work if not calibration.on_cpu(w))  # one device: one at a time
+        plan.seconds = FIXED_SECONDS[family.kind] + max(makespan(tasks, calibration.workers), gpu)
+        share = f", {_count(calibration.cores, 'core')} each" if calibration.cores else ""
+        plan.note += (f"; {calibration.workers} worker processes side by side (TRAINSCAPE_EXECUTOR=processes"
+                      f"{share}): the tasks' sum {fmt_seconds(sum(tasks))}"
+                      + (f", {fmt_seconds(gpu)} of it on the {calibration.device} one after another" if gpu else ""))
     for why, labels in failed.items():
         if calibration.recorded is not None:
             plan.note += f"; NOT in the estimate ({why}): {', '.join(labels)}"

@@ -167,21 +167,16 @@ def test_fused_tiles_without_cuda_measures_nothing_and_sweeps_todays_setting_fir
     assert all(Tiles.parse(t) for t in labels)
 
 
-def test_the_routes_step_adds_the_sweeps_fastest_setting_and_group():
+def test_the_routes_step_adds_the_sweeps_fastest_setting():
     gc = _module("gpu_check")
+    from pipeline.studies.mupc.fused import Tiles
+
     assert gc.routes_args(None) == gc.ROUTES_ARGS
-    assert gc.routes_args({"best": "64:32:4:3"}) == gc.ROUTES_ARGS  # today's: nothing to add
-    groups = [{"group": 0, "tiles": "128:64:8:3", "eager_s": 0.010},
-              {"group": 16, "tiles": "128:64:8:3:16", "eager_s": 0.012},
-              {"group": 32, "tiles": "128:64:8:3:32", "eager_s": 0.009},
-              {"group": 48, "tiles": "128:64:8:3:48", "failed": "OutOfResources"}]
-    assert gc.routes_args({"best": "128:64:8:3", "groups": groups})[-2:] == ["fused@128:64:8:3",
-                                                                            "fused@128:64:8:3:32"]
-    groups[2]["eager_s"] = 0.011  # no group beats one launch
-    assert gc.routes_args({"best": "128:64:8:3", "groups": groups})[-1] == "fused@128:64:8:3"
+    assert gc.routes_args({"best": Tiles().label()}) == gc.ROUTES_ARGS  # today's: nothing to add
+    assert gc.routes_args({"best": "128:32:8:3"}) == [*gc.ROUTES_ARGS, "fused@128:32:8:3"]
 
 
-@pytest.mark.parametrize("engine,ok", [("standard", True), ("fused", True), ("fused@128:64:8:3:32", True),
+@pytest.mark.parametrize("engine,ok", [("standard", True), ("fused", True), ("fused@128:64:8:3", True),
                                        ("standard@64:32:4:3", False), ("fused@96:32:4:3", False), ("fast", False)])
 def test_pc_gpu_names_the_fused_route_with_its_tiles(engine, ok):
     pc = _module("pc_gpu")

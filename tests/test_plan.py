@@ -290,3 +290,31 @@ def test_worker_processes_plan_a_units_tasks_side_by_side_on_their_share_of_the_
     assert max(total / 2, longest) <= span * (1 + 1e-12) and span <= total / 2 + longest and span < total
     assert "2 worker processes side by side" in by["theory_width, 2 workers"].note
     assert by["fwd_pass, 2 workers"].seconds == by["fwd_pass"].seconds
+
+
+def test_on_a_gpu_the_host_tasks_go_side_by_side_and_the_devices_one_after_another(monkeypatch):
+    """The H100's recorded calibration (tests/mupc_analysis/fixtures/h100/plan-calibration-processes.json)
+    replayed with 16 worker processes: theory_grid's nets (on the CPU) are a makespan; hessian_init's numpy and
+    LAPACK cells go side by side on the host while its dense_torch spectra share the one GPU, so the unit takes
+    at least their sum; fwd_pass (not mapped) stays the sum of its works."""
+    calibration = ROOT / "tests" / "mupc_analysis" / "fixtures" / "h100" / "plan-calibration-processes.json"
+    stages = ["mupc_analysis_train@hessian_init", "mupc_analysis_train@theory_grid", "mupc_analysis_train@fwd_pass"]
+    _, alone, _ = plan.plan_profile("paper", root=ROOT, stages=stages, recorded=calibration)
+    monkeypatch.setenv("TRAINSCAPE_EXECUTOR", "processes")
+    monkeypatch.setenv("TRAINSCAPE_WORKERS", "16")
+    _, side, cal = plan.plan_profile("paper", root=ROOT, stages=stages, recorded=calibration)
+    assert cal.workers == 16 and cal.cores is None  # a recorded file keeps the keys it was probed with
+    one, many = ({p.unit: p for p in plans} for plans in (alone, side))
+    fixed = plan.FIXED_SECONDS["train"]
+    h = many["hessian_init"]
+    gpu = sum(s for w, s in h.work if not w.host)
+    host = [s / w.tasks for w, s in h.work if w.host for _ in range(w.tasks)]
+    assert {w.label.split()[0] for w, _ in h.work if not w.host} == {"dense_torch"} and gpu > 0 and host
+    assert h.seconds == pytest.approx(fixed + max(gpu, plan.makespan(host + [s / w.tasks for w, s in h.work
+                                                                             if not w.host for _ in range(w.tasks)],
+                                                                            16)))
+    assert gpu + fixed <= h.seconds < one["hessian_init"].seconds and "on the cuda one after another" in h.note
+    g = many["theory_grid"]
+    assert all(cal.on_cpu(w) for w, _ in g.work) and "one after another" not in g.note
+    assert g.seconds < one["theory_grid"].seconds / 8
+    assert many["fwd_pass"].seconds == one["fwd_pass"].seconds

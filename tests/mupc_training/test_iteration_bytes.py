@@ -5,6 +5,7 @@ import pytest
 from pipeline.studies.mupc.training.cost import (
     ENGINE_ACTIVITY_PASSES,
     FUSED_ACTIVITY_PASSES,
+    FUSED_COPY_WEIGHT_PASSES,
     OTHER_WEIGHT_PASSES,
     iteration_bytes,
 )
@@ -47,3 +48,6 @@ def test_the_fused_route_moves_the_same_weights_and_fewer_activity_passes():
     assert step["fused"] == pytest.approx(2 * weights + FUSED_ACTIVITY_PASSES * rows)
     assert step["fused"] / GB == pytest.approx(26.7, abs=0.1) and step["engine"] / GB == pytest.approx(43.9, abs=0.1)
     assert ENGINE_ACTIVITY_PASSES["linear"] > FUSED_ACTIVITY_PASSES
+    # and once an iteration the transposed copy its step kernel reads: one weight read and one write
+    copy = iteration_bytes(N, H, 0, "relu", R, route="fused") - iteration_bytes(N, H, 0, "relu", R)
+    assert copy == FUSED_COPY_WEIGHT_PASSES * weights == 2 * weights

@@ -287,6 +287,10 @@ class PCEngine:
             self._fused, self._tiles = fused, fused.TILES
             self._tf32 = matmul_precision(str(device)) == "tf32"  # as the engine's torch products compute
             self._partials = buf(H * R, fused.tiles(B, N, self._tiles))
+            # the hidden weights stored transposed, copied at each infer: the step kernel's ε W reads a program's
+            # column strip of W, which is one contiguous block here (on an H100 the step kernel took 4.46 ms
+            # instead of 6.88 at 64 runs of 512:128; tests/mupc_training/fixtures/fused/step_wt_39a097d.json)
+            self._w_cols = buf((H - 1) * R, N, N)
 
     def _bufs(self) -> dict[str, torch.Tensor]:
         out = {"z": self.z, "E": self.E, "T": self.T, "G": self.G, "P": self.P}
@@ -316,6 +320,8 @@ class PCEngine:
         v["norms"] = self._layer_norms[(H - g) * R:]
         if c:  # the weights are bound first (bind clears these views)
             v["w"], v["wt"] = self.w_hid[(H - 1 - c) * R:], self.w_hid_t[(H - 1 - c) * R:]
+            if self.route == "fused":  # the same [c·R, N, N] weights as ``w``, read from the transposed copy
+                v["wc"] = self._w_cols.transpose(1, 2)[(H - 1 - c) * R:]
         self._views[k] = v
         return v
 
@@ -492,6 +498,7 @@ class PCEngine:
             self.adam_m.zero_()
             self.adam_v.zero_()
         self._partials.zero_()
+        self._w_cols.copy_(self.w_hid.transpose(1, 2))  # the weights as they are now (updated in place between)
         front = self.use_front and self.at_feedforward
         for t in range(cfg.steps):
             first = t == 0 and self.at_feedforward
@@ -519,10 +526,8 @@ class PCEngine:
     def _fused_step(self, k: int, c: int, errors: bool, rate: torch.Tensor | float, adam_t: int | None) -> None:
         """One inference step: (``errors``) the top ``k`` layers' errors at the current activities, then the
         activity step on the top row and the ``c`` hidden rows below it (their gradient, Jᵀε through the hidden
-        weights or W_L for the top row, its Σ G² partials, the GD or Adam update). The hidden rows go in groups
-        of ``Tiles.group`` (layer, run) rows, bottom up, each group's errors then its step, so that both read
-        the group's weights back to back: a row's z moves only after the errors that read it are formed (its
-        own row's, as x, and the row one layer down's, as y, which an earlier or the same group forms)."""
+        weights, read from their transposed copy, or W_L for the top row; its Σ G² partials; the GD or Adam
+        update)."""
         m, H, R, act, f, tl = self.m, self.spec.H, self.R, self.spec.act, self._fused, self._tiles
         decay, tf32 = self.cfg.activity_decay, self._tf32
         moments, floor = self._bufs(), sqrt_floor(self.z.dtype, 1e-8)
@@ -532,17 +537,11 @@ class PCEngine:
             v = self._top(c)
             lo = slice(H - 1 - c, H - 1)
             part = self._partials[(H - 1 - c) * R:(H - 1) * R]
-            mm, vv = (None, None) if adam_t is None else (_flat(moments["m"][lo]), _flat(moments["v"][lo]))
-            n = c * R
-            step = tl.group or n
-            for r0 in range(0, n, step):  # one group (the default): the views as they are, no slicing per step
-                r = slice(r0, min(r0 + step, n)) if step < n else slice(None)
-                if errors:
-                    f.predict_error(v["flo:z"][r], v["w"][r], v["fhi:z"][r], v["fhi:E"][r], act, m.s, m.a_hid, tf32,
-                                    tl)
-                adam = None if adam_t is None else (mm[r], vv[r], adam_t, floor)
-                f.grad_step(v["fhi:E"][r], v["w"][r], v["flo:E"][r], v["flo:z"][r], part[r], act, m.s, m.a_hid,
-                            decay, rate, R, adam, tf32, tl, r0)
+            if errors:
+                f.predict_error(v["flo:z"], v["w"], v["fhi:z"], v["fhi:E"], act, m.s, m.a_hid, tf32, tl)
+            adam = None if adam_t is None else (_flat(moments["m"][lo]), _flat(moments["v"][lo]), adam_t, floor)
+            f.grad_step(v["fhi:E"], v["wc"], v["flo:E"], v["flo:z"], part, act, m.s, m.a_hid, decay, rate, R, adam,
+                        tf32, tl)
         last = self.v_last
         if errors:
             f.predict_error(last["z"], self.w_out, self.y, self.eps_out, act, 0.0, m.a_out, tf32, tl)

@@ -132,7 +132,7 @@ def _predict_error_kernel(X, W, Y, E, Bn, M, K, s: tl.float64, a: tl.float64,
 
 
 @triton.jit
-def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, ROW0, s: tl.float64, a: tl.float64,
+def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, s: tl.float64, a: tl.float64,
                       decay: tl.float64, lr_scalar: tl.float64, b1: tl.float64, b2: tl.float64, c1: tl.float64,
                       c2: tl.float64, floor: tl.float64, eps: tl.float64, bsize: tl.float64,
                       senp, senb, senk, swp, swk, swn, sesp, sesb, sesn, szp, szb, szn, smp, smb, smn,
@@ -169,7 +169,7 @@ def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, ROW0, s: tl.f
     g = tl.where(mask, g, 0.0)
     tl.store(PART + p * tl.num_programs(1) * nn + pb * nn + pn,
              tl.sum(tl.sum(g * g, axis=1), axis=0))
-    lr = tl.load(LR + (ROW0 + p) % R) if PER_RUN else lr_scalar
+    lr = tl.load(LR + p % R) if PER_RUN else lr_scalar
     if ADAM:  # energy.PCEngine._adam, element for element
         g = g / bsize
         m_ptr = AM + p * smp + ob[:, None] * smb + on[None, :] * smn
@@ -185,40 +185,36 @@ def _grad_step_kernel(EN, W, ES, Z, PART, LR, AM, AV, Bn, N, K, R, ROW0, s: tl.f
 @dataclass(frozen=True)
 class Tiles:
     """How both kernels cut their products: at most ``rows`` batch rows by ``cols`` output columns a program, a
-    K tile of ``k`` (float32; float64 keeps 8), ``warps`` warps and ``stages`` pipelined K tiles a program, and
-    ``group``: rows (layer × run) per launch pair (0: every row in one launch). A group's error launch and its
-    gradient launch read the same weights back to back, so with a group's weights smaller than the L2 cache the
-    second read comes from L2, not memory; the launches per step grow by the number of groups. Neither setting
-    changes a number: a program's tile of the product is summed in the same order whatever the launch."""
+    K tile of ``k`` (float32; float64 keeps 8), and ``warps`` warps and ``stages`` pipelined K tiles a program.
+    No setting changes a number beyond float round-off (the K tile sets the order of a product's sums)."""
 
     rows: int = 64
     cols: int = 64
-    k: int = 32
+    k: int = 64  # 64:64:4:3, the fastest pair of fused_tiles.py's 54 settings on an H100 (fixtures/fused/)
     warps: int = 4
     stages: int = 3
-    group: int = 0
 
     @classmethod
     def parse(cls, text: str) -> Tiles:
-        """``cols:k:warps:stages[:group]`` (``rows`` stays 64), as the benchmarks name a setting."""
+        """``cols:k:warps:stages`` (``rows`` stays 64), as the benchmarks name a setting."""
         try:
             vals = [int(v) for v in text.split(":")]
-            if len(vals) not in (4, 5):
+            if len(vals) != 4:
                 raise ValueError
             t = cls(64, *vals)
         except ValueError:
-            raise ValueError(f"fused tiles {text!r}: expected cols:k:warps:stages[:group], integers") from None
+            raise ValueError(f"fused tiles {text!r}: expected cols:k:warps:stages, integers") from None
         for name in ("cols", "k", "warps"):
             v = getattr(t, name)
             if v < (16 if name != "warps" else 1) or v & (v - 1):
                 raise ValueError(f"fused tiles {text!r}: {name} = {v} must be a power of two"
                                  f"{' of at least 16' if name != 'warps' else ''}")
-        if t.stages < 1 or t.group < 0:
-            raise ValueError(f"fused tiles {text!r}: stages ≥ 1 and group ≥ 0 (0: one launch)")
+        if t.stages < 1:
+            raise ValueError(f"fused tiles {text!r}: stages = {t.stages} must be at least 1")
         return t
 
     def label(self) -> str:
-        return f"{self.cols}:{self.k}:{self.warps}:{self.stages}" + (f":{self.group}" if self.group else "")
+        return f"{self.cols}:{self.k}:{self.warps}:{self.stages}"
 
 
 TILES = Tiles()  # what an engine built now launches with (it keeps the setting it was built with)
@@ -264,11 +260,12 @@ def predict_error(x: torch.Tensor, w: torch.Tensor, y: torch.Tensor | None, e: t
 def grad_step(e_next: torch.Tensor, w: torch.Tensor, e_self: torch.Tensor, z: torch.Tensor, part: torch.Tensor,
               act: str, s: float, a: float, decay: float, lr: torch.Tensor | float, R: int,
               adam: tuple[torch.Tensor, torch.Tensor, int, float] | None = None, tf32: bool = False,
-              t: Tiles | None = None, row0: int = 0) -> None:
-    """One activity step on ``z`` [P, B, N] (rows layer-major, run ``(row0 + p) % R``): G = e_self − s·e_next −
-    a·φ'(z)·(e_next w) (+ decay·z) with ``e_next`` [P, B, K], ``w`` [P, K, N]; ``part`` [P, tiles] gets Σ G² per
-    tile; then GD (``lr`` [R] or a float, already divided by B) or, with ``adam = (m, v, t, floor)``, Adam on
-    G / B (``lr`` undivided; ``floor``: the engine's floor of v̂, ``energy.sqrt_floor``)."""
+              t: Tiles | None = None) -> None:
+    """One activity step on ``z`` [P, B, N] (rows layer-major, run ``p % R``): G = e_self − s·e_next − a·φ'(z)·
+    (e_next w) (+ decay·z) with ``e_next`` [P, B, K], ``w`` [P, K, N] (any strides: the engine passes a
+    transposed copy's view, whose column strips are contiguous); ``part`` [P, tiles] gets Σ G² per tile; then GD
+    (``lr`` [R] or a float, already divided by B) or, with ``adam = (m, v, t, floor)``, Adam on G / B (``lr``
+    undivided; ``floor``: the engine's floor of v̂, ``energy.sqrt_floor``)."""
     t = t or TILES
     P, B, N = z.shape
     K = e_next.shape[2]
@@ -282,7 +279,7 @@ def grad_step(e_next: torch.Tensor, w: torch.Tensor, e_self: torch.Tensor, z: to
     else:
         m, v, step, floor = adam
         c1, c2 = 1 - b1**step, 1 - b2**step
-    _grad_step_kernel[grid](e_next, w, e_self, z, part, lr if per_run else z, m, v, B, N, K, R, row0, float(s),
+    _grad_step_kernel[grid](e_next, w, e_self, z, part, lr if per_run else z, m, v, B, N, K, R, float(s),
                             float(a), float(decay), 0.0 if per_run else float(lr), b1, b2, c1, c2, floor, eps,
                             float(B), *e_next.stride(), *w.stride(), *e_self.stride(), *z.stride(), *m.stride(),
                             ACT=ACTS[act], HAS_S=bool(s), DECAY=bool(decay), PER_RUN=per_run, ADAM=adam is not None,

@@ -81,7 +81,8 @@ def _hessian(cfg: MupcAnalysisParams, device: str) -> Cost:
         work[(method, N, H)] = work.get((method, N, H), 0.0) + cell_flops(c["act"], N, H, method, full, hp)
         tasks[(method, N, H)] = tasks.get((method, N, H), 0) + 1
     items = tuple(Work(f"{m} N={N} H={H} (n={N * H})", "hessian_cell",
-                       {"method": m, "N": N, "H": H, "threads": cfg.threads}, f, tasks[(m, N, H)])
+                       {"method": m, "N": N, "H": H, "threads": cfg.threads}, f, tasks[(m, N, H)],
+                       host=m != "dense_torch")  # numpy and LAPACK on the host; dense_torch on the device
                   for (m, N, H), f in work.items())
     cells = len(configs) * len(hp.widths) * len(hp.depths)
     return Cost(runs=cells, groups=len(configs), work=items, parallel=True,

@@ -80,6 +80,8 @@ ENGINE_WEIGHT_READS, FLOOR_WEIGHT_READS = 2, 1  # both products of a step: two r
 # The iteration's other weight-sized passes (feed-forward 1, the final errors 1, the weight gradient 1 written,
 # Adam reading w, m, v and the gradient and writing w, m, v: 7): counted alike on both sides.
 OTHER_WEIGHT_PASSES = 10
+# The fused route copies the hidden weights transposed once an iteration (read 1, write 1), for its step kernel.
+FUSED_COPY_WEIGHT_PASSES = 2
 
 
 def iteration_bytes(N: int, H: int, T: int, act: str, R: int = 1, B: int = 64, itemsize: int = 4,
@@ -100,7 +102,8 @@ def iteration_bytes(N: int, H: int, T: int, act: str, R: int = 1, B: int = 64, i
     w_reads, a_passes = passes[route]
     weight, rows = R * N * N * itemsize, R * B * N * itemsize
     steps = sum(w_reads * min(t, H - 1) * weight + a_passes * min(t + 1, H) * rows for t in range(T))
-    return float(steps + OTHER_WEIGHT_PASSES * (H - 1) * weight)
+    other = OTHER_WEIGHT_PASSES + (FUSED_COPY_WEIGHT_PASSES if route == "fused" else 0)
+    return float(steps + other * (H - 1) * weight)
 
 
 # CUDA graphs pay where an iteration's kernels are short enough for their launches to show: measured on an

@@ -16,9 +16,12 @@ update are done on the product's tile before it is stored, so no φ, φ', μ, J�
 
 A row's tiles (one layer of one run) are neighbouring programs of the launch grid, so the activities every
 tile of the row reads whole come from L2 after the first, not from memory. Both read their weights once per
-step; a single kernel reading each weight tile once for both products is not built (the transposed product
-needs every column of ε_{ℓ+1} before it can start). Launches take no host value
-that changes between iterations (learning rates are read from a device tensor), so a CUDA graph replays them.
+step, each program a contiguous block: :func:`predict_error` a row strip of W, :func:`grad_step` a column strip,
+which the engine gives it from a copy of W stored transposed (on an H100 a strided column strip held the step
+at 69 % of the copy bandwidth). A single kernel reading each weight tile once for both products is not built
+(the transposed product needs every column of ε_{ℓ+1} before it can start; running a few rows' two launches
+back to back, for the second to read from L2, was slower). Launches take no host value that changes between
+iterations (learning rates are read from a device tensor), so a CUDA graph replays them.
 Scalar arguments are declared float64 and cast to the tile's type in the kernel: Triton passes an undeclared
 Python float as float32, which cost the float64 route 1e-6 of relative error on CUDA (the interpreter kept it).
 Runs on CUDA, or on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``, which this module sets where

@@ -42,7 +42,14 @@ from pipeline.studies.mupc.analysis.figures import (
     pow2_tex,
     render,
 )
-from pipeline.studies.mupc.analysis.layout import FWD_METRICS, fwd_key, hessian_configs, hessian_key, theory_key
+from pipeline.studies.mupc.analysis.layout import (
+    FWD_METRICS,
+    fwd_key,
+    hessian_configs,
+    hessian_key,
+    spectrum_routes,
+    theory_key,
+)
 from tests.conftest import ROOT
 
 NAME = "mupc_analysis"
@@ -278,6 +285,50 @@ def test_hessian_cells_as_tasks_elsewhere_and_out_of_order_give_the_same_unit(he
         for name, value in p.arrays["cell.npz"].items():
             np.testing.assert_array_equal(value, by_part[p.part].arrays["cell.npz"][name])
     assert final2.json == final.json and [r.params for r in final2.runs] == [r.params for r in final.runs]
+
+
+@pytest.mark.parametrize("share,host", [(0.0, 0), (0.5, 405), (0.25, 202), (1.0, 810)])
+def test_a_share_of_the_gpus_full_spectra_goes_to_the_hosts_band_route(share, host):
+    """host_share on the paper grid: of the 810 full spectra above dense_max_n (each of the 90 configs' N = 128
+    row and H = 128 column beyond n = 512: 9 cells), ⌊810·share⌋ go to the band route, spread evenly through the
+    grid's order; the plan's works split the same way (the band ones on the host); on the CPU every one is
+    banded whatever the share."""
+    paper = load_section(MupcAnalysisParams, _raw(), NAME, "paper")
+    hp = dataclasses.replace(paper.hessian, host_share=share)
+    routes = spectrum_routes(hp, "cuda")
+    order = list(routes.values())
+    assert len(order) == 810 and order.count("banded") == host
+    if share == 0.5:
+        assert order[:4] == ["dense_torch", "banded", "dense_torch", "banded"]
+    assert set(spectrum_routes(hp, "cpu").values()) == {"banded"}
+    cfg = dataclasses.replace(paper, hessian=hp)
+    works = analysis_cost.hessian_cost(cfg, "hessian_init", "cuda").work
+    tasks = {m: sum(w.tasks for w in works if w.shape["method"] == m) for m in ("banded", "dense_torch")}
+    assert tasks == {"banded": host, "dense_torch": 810 - host}
+    assert all(w.host == (w.shape["method"] != "dense_torch") for w in works)
+
+
+def test_cells_on_either_route_give_the_same_spectra(hessian_store, monkeypatch):
+    """The hessian unit with every second full spectrum by torch's dense eigvalsh (as a GPU stage would, here
+    on the CPU) and the others banded: each cell records its route in its settings and its method, and its
+    eigenvalues equal the all-banded unit's to 1e-10."""
+    _, cfg, parts, _ = hessian_store
+    real = train_module.spectrum_routes
+
+    def split(hp, device):
+        return {k: ("dense_torch" if j % 2 == 0 else r) for j, (k, r) in enumerate(real(hp, device).items())}
+
+    monkeypatch.setattr(train_module, "spectrum_routes", split)
+    mixed, _ = _run_train(Store(), cfg, "hessian_init")
+    by_part = {p.part: p for p in parts}
+    routes = [p.json["cell.json"]["settings"]["backend"] for p in mixed]
+    assert routes.count("dense_torch") >= 2 and routes.count("banded") >= 2
+    for p in mixed:
+        info = p.json["cell.json"]["info"]
+        if p.json["cell.json"]["settings"]["backend"] == "dense_torch" and info["n"] > TINY_HESSIAN["dense_max_n"]:
+            assert "dense_torch" in json.dumps(info)
+        for name, value in p.arrays["cell.npz"].items():
+            np.testing.assert_allclose(value, by_part[p.part].arrays["cell.npz"][name], rtol=1e-10, atol=1e-10)
 
 
 TINY_GRID = {"theory_grid": {"widths": [1, 2], "depths": [1, 2], "iters": 4, "train_images": 256,

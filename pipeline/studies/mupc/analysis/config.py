@@ -64,6 +64,11 @@ class HessianParams:
     # the narrowed band, hessian.full_spectrum): at n = 16,384 on one core 32 s, where MKL's dense eigvalsh took
     # 2 min 6 s (benchmarks/README.md, "The Hessian's full spectra")
     spectrum_backend: Literal["auto", "banded", "dense_torch"] = "auto"
+    # on a GPU stage whose route is dense_torch: this share of those full spectra goes to the band route on the
+    # host's cores instead, which TRAINSCAPE_EXECUTOR=processes runs beside the GPU's (on an H100 with 16 cores,
+    # 3.41 s a spectrum at n = 16,384 on the GPU, 4.16 s on the band route with 16 at once; in one process a
+    # band spectrum takes a core 40 s, so 0, the default, keeps them all on the GPU)
+    host_share: float = bounded(0.0, 1.0, default=0.0)
     lanczos_tol: float = bounded(0.0, 1e-3, lo_open=True, default=1e-6)
     save_weights: bool = True
 

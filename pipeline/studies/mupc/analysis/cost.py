@@ -26,7 +26,7 @@ from typing import Any
 
 from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams, theory_device, theory_threads
-from pipeline.studies.mupc.analysis.layout import hessian_configs, is_slice
+from pipeline.studies.mupc.analysis.layout import hessian_configs, is_slice, spectrum_routes
 from pipeline.studies.mupc.cost import blocks_flops, dense_flops, eig_flops
 
 # GD steps a tanh/relu equilibrium takes to tol 1e-8: the order of the median measured at initialisation on
@@ -53,10 +53,11 @@ def spectral_flops(m: int, n: int) -> float:
     return 2 * big * small**2 + 4 * small**3 / 3
 
 
-def hessian_method(full: bool, n: int, hp: Any, device: str) -> str:
+def hessian_method(full: bool, n: int, hp: Any, route: str) -> str:
+    """A cell's eigen-solve: dense up to ``dense_max_n``, else its full spectra's ``route`` or Lanczos extremes."""
     if n <= hp.dense_max_n or (not full and n <= 3):
         return "dense"
-    return hp.backend_on(device) if full else "structured"
+    return route if full else "structured"
 
 
 def cell_flops(act: str, N: int, H: int, method: str, full: bool, hp: Any) -> float:
@@ -75,9 +76,10 @@ def _hessian(cfg: MupcAnalysisParams, device: str) -> Cost:
     configs = hessian_configs(hp)
     work: dict[tuple[str, int, int], float] = {}
     tasks: dict[tuple[str, int, int], int] = {}
-    for c, N, H in itertools.product(configs, hp.widths, hp.depths):
+    routes = spectrum_routes(hp, device)
+    for (i, c), N, H in itertools.product(enumerate(configs), hp.widths, hp.depths):
         full = is_slice(N, H, hp)
-        method = hessian_method(full, N * H, hp, device)
+        method = hessian_method(full, N * H, hp, routes.get((i, N, H), hp.backend_on(device)))
         work[(method, N, H)] = work.get((method, N, H), 0.0) + cell_flops(c["act"], N, H, method, full, hp)
         tasks[(method, N, H)] = tasks.get((method, N, H), 0) + 1
     items = tuple(Work(f"{m} N={N} H={H} (n={N * H})", "hessian_cell",

@@ -6,6 +6,8 @@ and a training edit reruns the figures only through the data they read).
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 from pipeline.studies.mupc.analysis.config import HessianParams
@@ -51,3 +53,21 @@ def theory_key(act: str, param: str, N: int, H: int) -> str:
 def is_slice(N: int, H: int, hp: HessianParams) -> bool:
     """Whether the Hessian cell (N, H) gets its full spectrum (a slice of the grid, or every cell)."""
     return hp.full_spectra == "all" or max(hp.widths) == N or max(hp.depths) == H
+
+
+def spectrum_routes(hp: HessianParams, device: str) -> dict[tuple[int, int, int], str]:
+    """The route of each full spectrum above ``dense_max_n``, by (config index, N, H) in the grid's order:
+    ``backend_on(device)``, except that on a dense_torch device every cell whose running share crosses a whole
+    number goes to ``banded`` on the host (``host_share``: 0.5 sends every second one), so the split is the same
+    on every run of the same params and device."""
+    base, share, k = hp.backend_on(device), hp.host_share, 0
+    routes: dict[tuple[int, int, int], str] = {}
+    for i, _ in enumerate(hessian_configs(hp)):
+        for N, H in itertools.product(hp.widths, hp.depths):
+            n = N * H
+            if not is_slice(N, H, hp) or n <= hp.dense_max_n:
+                continue
+            host = base == "dense_torch" and math.floor((k + 1) * share) > math.floor(k * share)
+            routes[(i, N, H)] = "banded" if host else base
+            k += 1
+    return routes

@@ -35,6 +35,7 @@ from pipeline.studies.mupc.analysis.layout import (
     hessian_configs,
     hessian_key,
     is_slice,
+    spectrum_routes,
     theory_key,
 )
 from pipeline.studies.mupc.energy import Adam, EnergyTerms, energy, errors, weight_grads
@@ -59,9 +60,10 @@ def hessian_spec(c: dict[str, Any], N: int, H: int, legacy: bool) -> NetSpec:
 
 
 def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: bool, full: bool,
-                 device: str) -> tuple[dict[str, np.ndarray], dict[str, Any], float]:
-    """One (config, N, H) cell: weights, extremes (+ full spectra where asked), κ, method per number; and
-    the seconds its eigenvalues took (for MLflow: a cell's record holds only what its settings determine)."""
+                 device: str, backend: str) -> tuple[dict[str, np.ndarray], dict[str, Any], float]:
+    """One (config, N, H) cell: weights, extremes (+ full spectra where asked, above ``dense_max_n`` by
+    ``backend``), κ, method per number; and the seconds its eigenvalues took (for MLflow: a cell's record holds
+    only what its settings determine)."""
     spec = hessian_spec(c, N, H, legacy)
     w = init_weights(spec, [c["seed"]], dtype=torch.float64)
     x = hessian.hessian_input(N, c["seed"])
@@ -73,7 +75,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
     info: dict[str, Any] = {"N": N, "H": H, "n": N * H}
     t0 = time.perf_counter()
     if full:
-        ev, method = hessian.full_spectrum(blocks, dense_max_n=hp.dense_max_n, backend=hp.backend_on(device),
+        ev, method = hessian.full_spectrum(blocks, dense_max_n=hp.dense_max_n, backend=backend,
                                            device=device)
         arrays["num_hessian_eigenvals"] = ev
         lmax, lmin, mmax, mmin = float(ev[-1]), float(ev[0]), method, method
@@ -103,7 +105,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
             arrays["theory_D_eigenvals"] = d_ev
             if H > 1:
                 o_ev, o_method = hessian.full_spectrum(o_blocks, dense_max_n=hp.dense_max_n,
-                                                       backend=hp.backend_on(device), device=device)
+                                                       backend=backend, device=device)
             else:
                 o_ev, o_method = np.zeros(N), "exact_blocks"
             arrays["theory_O_eigenvals"] = o_ev
@@ -126,7 +128,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
         info["O_kappa"] = hessian.cond_num(info["O_lambda_max"], info["O_lambda_min"])
         if legacy_theory:  # H_theory ≠ H_num: its own spectrum / extremes
             if full:
-                th_ev, _ = hessian.full_spectrum(tb, dense_max_n=hp.dense_max_n, backend=hp.backend_on(device),
+                th_ev, _ = hessian.full_spectrum(tb, dense_max_n=hp.dense_max_n, backend=backend,
                                                  device=device)
                 arrays["theory_hessian_eigenvals"] = th_ev
                 tmax, tmin = float(th_ev[-1]), float(th_ev[0])
@@ -156,12 +158,13 @@ class HessianTask:
     full: bool
     device: str
     threads: int
+    backend: str  # the full spectra's route (layout.spectrum_routes)
 
 
 def hessian_task(task: HessianTask) -> tuple[dict[str, np.ndarray], dict[str, Any], float]:
     if task.device.startswith("cpu"):
         torch.set_num_threads(cpu_threads(task.threads))
-    return hessian_cell(task.config, task.N, task.H, task.hp, task.legacy, task.full, task.device)
+    return hessian_cell(task.config, task.N, task.H, task.hp, task.legacy, task.full, task.device, task.backend)
 
 
 def train_hessian(ctx: Context, unit: str) -> Iterator[Output]:
@@ -172,17 +175,19 @@ def train_hessian(ctx: Context, unit: str) -> Iterator[Output]:
     hp, legacy = cfg.hessian, cfg.legacy_noskip_branch_scale
     t_all = time.perf_counter()
     configs = hessian_configs(hp)
+    routes = spectrum_routes(hp, str(ctx.device))
     cells: dict[tuple[int, int, int], dict[str, Any]] = {}  # (config, N, H) -> info
     tasks, keys, settings_of = [], [], []
     for i, c in enumerate(configs):
         for N, H in itertools.product(hp.widths, hp.depths):
             full = is_slice(N, H, hp)
-            settings = cell_settings(c, hp, legacy, full, str(ctx.device))
+            backend = routes.get((i, N, H), hp.backend_on(str(ctx.device)))
+            settings = cell_settings(c, hp, legacy, full, backend)
             done = ctx.previous(f"{cell_dir(c, N, H)}/cell.json")
             if done is not None and done.get("settings") == settings:
                 cells[(i, N, H)] = {k: v for k, v in done["info"].items() if k != "eig_seconds"}  # written before
             else:
-                tasks.append(HessianTask(c, N, H, hp, legacy, full, str(ctx.device), cfg.threads))
+                tasks.append(HessianTask(c, N, H, hp, legacy, full, str(ctx.device), cfg.threads, backend))
                 keys.append((i, N, H))
                 settings_of.append(settings)
     ctx.log(f"hessian_init: {len(configs)} configs, {len(cells)} cells kept, {len(tasks)} to compute")
@@ -212,10 +217,11 @@ def train_hessian(ctx: Context, unit: str) -> Iterator[Output]:
     return Output(json={**summaries, "configs.json": {"configs": [hessian_key(c) for c in configs]}}, runs=runs)
 
 
-def cell_settings(c: dict[str, Any], hp: HessianParams, legacy: bool, full: bool, device: str) -> dict[str, Any]:
-    """What a cell's numbers depend on: a kept cell must have been computed with these."""
+def cell_settings(c: dict[str, Any], hp: HessianParams, legacy: bool, full: bool, backend: str) -> dict[str, Any]:
+    """What a cell's numbers depend on (``backend``: its full spectra's route): a kept cell must have been
+    computed with these."""
     return {"config": c, "legacy": legacy, "full": full, "dense_max_n": hp.dense_max_n,
-            "backend": hp.backend_on(device), "tol": hp.lanczos_tol, "save_weights": hp.save_weights,
+            "backend": backend, "tol": hp.lanczos_tol, "save_weights": hp.save_weights,
             "autodiff_check_max_n": hp.autodiff_check_max_n}
 
 

@@ -173,7 +173,6 @@ def main(argv: list[str] | None = None) -> int:
         print("fused_tiles: no CUDA device (torch.cuda.is_available() is False); nothing measured")
         return 0
     t0 = time.perf_counter()
-    torch.backends.cuda.matmul.allow_tf32 = True
     N, H = (int(v) for v in a.shape.split(":"))
     bw = copy_bandwidth()
     st = Stack(N, H, a.runs, a.batch)

@@ -503,8 +503,10 @@ class PCEngine:
         for t in range(cfg.steps):
             first = t == 0 and self.at_feedforward
             k = min(t, H) if front else H
+            if not first:
+                self._fused_errors(k)
             moved = 0 if first and front else min(k, H - 1)  # hidden rows below the top one that this step moves
-            self._fused_step(k, moved, not first, rate, t + 1 if adam else None)
+            self._fused_grad_step(moved, rate, t + 1 if adam else None)
             torch.sum(self._partials.view(H, R, -1), dim=(0, 2), out=self.gnorm[t])
             self.gnorm[t].sqrt_()
         self.reached = min(cfg.steps, H) if front else H
@@ -523,31 +525,23 @@ class PCEngine:
             f.predict_error(v["flo:z"], v["w"], v["fhi:z"], v["fhi:E"], act, m.s, m.a_hid, self._tf32, tl)
         f.predict_error(self.v_last["z"], self.w_out, self.y, self.eps_out, act, 0.0, m.a_out, self._tf32, tl)
 
-    def _fused_step(self, k: int, c: int, errors: bool, rate: torch.Tensor | float, adam_t: int | None) -> None:
-        """One inference step: (``errors``) the top ``k`` layers' errors at the current activities, then the
-        activity step on the top row and the ``c`` hidden rows below it (their gradient, Jᵀε through the hidden
-        weights, read from their transposed copy, or W_L for the top row; its Σ G² partials; the GD or Adam
-        update)."""
+    def _fused_grad_step(self, c: int, rate: torch.Tensor | float, adam_t: int | None) -> None:
+        """The activity step on the top row and the ``c`` hidden rows below it: their gradient (Jᵀε through
+        the hidden weights, read from their transposed copy, or W_L for the top row), its Σ G² partials, and the
+        GD or Adam update."""
         m, H, R, act, f, tl = self.m, self.spec.H, self.R, self.spec.act, self._fused, self._tiles
-        decay, tf32 = self.cfg.activity_decay, self._tf32
+        decay = self.cfg.activity_decay
         moments, floor = self._bufs(), sqrt_floor(self.z.dtype, 1e-8)
-        if errors and k >= H:
-            torch.sub(self.z_layers[0], self.mu1, out=self.E0)
         if c:
             v = self._top(c)
             lo = slice(H - 1 - c, H - 1)
-            part = self._partials[(H - 1 - c) * R:(H - 1) * R]
-            if errors:
-                f.predict_error(v["flo:z"], v["w"], v["fhi:z"], v["fhi:E"], act, m.s, m.a_hid, tf32, tl)
             adam = None if adam_t is None else (_flat(moments["m"][lo]), _flat(moments["v"][lo]), adam_t, floor)
-            f.grad_step(v["fhi:E"], v["wc"], v["flo:E"], v["flo:z"], part, act, m.s, m.a_hid, decay, rate, R, adam,
-                        tf32, tl)
+            f.grad_step(v["fhi:E"], v["wc"], v["flo:E"], v["flo:z"], self._partials[(H - 1 - c) * R:(H - 1) * R],
+                        act, m.s, m.a_hid, decay, rate, R, adam, self._tf32, tl)
         last = self.v_last
-        if errors:
-            f.predict_error(last["z"], self.w_out, self.y, self.eps_out, act, 0.0, m.a_out, tf32, tl)
         adam = None if adam_t is None else (last["m"], last["v"], adam_t, floor)
         f.grad_step(self.eps_out, self.w_out, last["E"], last["z"], self._partials[(H - 1) * R:], act, 0.0,
-                    m.a_out, decay, rate, R, adam, tf32, tl)
+                    m.a_out, decay, rate, R, adam, self._tf32, tl)
 
     def _adam(self, t: int, lr: torch.Tensor | float, v: dict[str, torch.Tensor]) -> None:
         """The :class:`Adam` update on the activities, in place (g = G / B), operation for operation, on the

@@ -32,7 +32,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from pc_gpu import copy_bandwidth  # noqa: E402  (the engine benchmark's measure of the card's bandwidth)
 
 from pipeline.studies.mupc import fused  # noqa: E402  (the checkout's package, from any working directory)
 
@@ -47,20 +49,6 @@ def settings() -> list[str]:
         if label not in out:
             out.append(label)
     return out
-
-
-def copy_bandwidth(nbytes: int = 2 << 30) -> float:
-    """Device-to-device copy, bytes read and written counted, per second (the best of five)."""
-    a = torch.empty(nbytes // 4, device="cuda")
-    b = torch.empty_like(a)
-    best = float("inf")
-    for _ in range(5):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        b.copy_(a)
-        torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
-    return 2 * nbytes / best
 
 
 def timed(fn, reps: int) -> float:

@@ -84,6 +84,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
     ap.add_argument("--iters", type=int, default=3, help="training iterations of part 2 (largest width)")
+    ap.add_argument("--acts", nargs="+", default=["tanh", "relu"], choices=["tanh", "relu"])
+    ap.add_argument("--params", nargs="+", default=["sp", "mupc"], choices=["sp", "mupc"])
     args = ap.parse_args()
     torch.set_num_threads(1)
     x, y = mnist_batches(1, 64, SEED, None, "cpu", torch.float64)[0]
@@ -92,8 +94,8 @@ def main() -> None:
           f"{'GD/Newton':>9} | {'max rel z':>9} {'rel F*':>9} {'other min':>9} {'Newton lower':>12} | "
           f"{'GD ¼ step: other':>16}")
     for N in args.widths:
-        for act in ("tanh", "relu"):
-            for param in ("sp", "mupc"):
+        for act in args.acts:
+            for param in args.params:
                 r = one_solve(act, param, N, x, y)
                 conv = "" if r["gd_conv"] and r["nt_conv"] else " (not converged)"
                 print(f"{act:5} {param:5} {N:>4} | {r['t_gd']:7.2f} {r['steps_gd']:>6} | {r['t_nt']:8.3f} "
@@ -105,8 +107,8 @@ def main() -> None:
           f"× {ITERS} iterations a net)")
     print(f"{'act':5} {'param':5} | {'GD s/it':>8} {'Newton s/it':>11} {'ratio':>6} | {'GD h/net':>8} "
           f"{'Newton min/net':>14} | Newton steps / GD steps per iteration | max rel gap of ℒ/F*")
-    for act in ("tanh", "relu"):
-        for param in ("sp", "mupc"):
+    for act in args.acts:
+        for param in args.params:
             r = training(act, param, N, args.iters)
             print(f"{act:5} {param:5} | {r['t_gd']:8.2f} {r['t_nt']:11.3f} {r['t_gd'] / r['t_nt']:5.1f}× | "
                   f"{r['t_gd'] * ITERS / 3600:8.2f} {r['t_nt'] * ITERS / 60:14.1f} | {r['steps_nt']} / {r['steps_gd']}"

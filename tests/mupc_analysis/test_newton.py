@@ -225,3 +225,16 @@ def test_the_cost_model_counts_the_line_search_newton_runs():
     """cost.py stays free of torch, so it names the tries a step makes; they must be newton.py's."""
     sizes = len(newton.STEP_SIZES)
     assert {"relu": sizes, "tanh": newton.NEWTON_TRIES + sizes} == cost.LINE_SEARCH_TRIES
+
+
+@pytest.mark.parametrize("act,solves_a_step", [("relu", 1), ("tanh", 3 + 1)])
+def test_a_newton_step_makes_the_solves_the_cost_model_counts(act, solves_a_step, monkeypatch):
+    """A ReLU step solves with P once and tries every step size along that one direction (it solved once a
+    size, 7 times the work); tanh's CG solves once an iteration and once to start (cg_iters = 3)."""
+    solves = []
+    original = newton.GaussNewton.solve
+    monkeypatch.setattr(newton.GaussNewton, "solve", lambda self, r: solves.append(1) or original(self, r))
+    spec, w, x, y, z0 = _net(act, "sp", True, 3, N=6, B=5, seed=3)
+    nt = newton.newton_equilibrium(spec, w, x, y, z0, tol=1e-10, cg_iters=3, fallback_max_steps=0)
+    assert nt.converged and nt.steps > 1
+    assert len(solves) == solves_a_step * nt.steps

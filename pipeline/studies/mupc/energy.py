@@ -44,7 +44,9 @@ def errors(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: torch
     m = m or multipliers(spec)
     mu1 = input_prediction(w, m, x) if mu_in is None else mu_in
     if spec.H > 1:
-        mu_h = m.a_hid * torch.matmul(phi(spec.act, z[:, :-1]), w.w_hid.transpose(-1, -2)) + m.s * z[:, :-1]
+        mu_h = m.a_hid * torch.matmul(phi(spec.act, z[:, :-1]), w.w_hid.transpose(-1, -2))
+        if m.s:
+            mu_h = mu_h + m.s * z[:, :-1]
         eps = torch.cat([(z[:, 0] - mu1).unsqueeze(1), z[:, 1:] - mu_h], dim=1)
     else:
         eps = (z[:, 0] - mu1).unsqueeze(1)

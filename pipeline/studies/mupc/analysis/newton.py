@@ -93,6 +93,7 @@ class Model:
     def __init__(self, spec: NetSpec, w: Weights, m: Multipliers, lin: Linearisation):
         self.spec, self.w, self.m, self.lin = spec, w, m, lin
         self.w_hid_t = w.w_hid.transpose(-1, -2)  # [R, H-1, N, N]: rows of μ_{ℓ+1} = a W φ(z_ℓ)
+        self.free_dp = lin.free * lin.dp
 
     # J_ℓ v = a W_{ℓ+1}(φ'(z_ℓ) ⊙ v) + s v (hidden); J_H v = a_L W_L(φ'(z_H) ⊙ v) (read-out)
     def j(self, v: torch.Tensor, ell: int) -> torch.Tensor:
@@ -123,16 +124,23 @@ class Model:
             u.append(f[:, ell] * (r[:, ell] + self.jt(u[-1], ell)))
         return torch.stack(u[::-1], dim=1)
 
-    def upper_from(self, r: torch.Tensor, top: int) -> torch.Tensor:
-        """Tᵀ⁻¹ of columns ``r [R, B, k, N]`` that are nonzero in layer ``top`` alone: the backward sweep
-        starts there (the layers above stay 0), so a held unit's row costs its layers below, not all H.
-        Returns ``[R, B, k, H, N]``."""
-        f = self.lin.free
-        u = [f[:, top] * r]
-        for ell in reversed(range(top)):
-            u.append(f[:, ell] * self.jt(u[-1], ell))
-        zeros = [torch.zeros_like(r)] * (self.spec.H - 1 - top)
-        return torch.stack(u[::-1] + zeros, dim=-2)
+    def upper_from(self, r: torch.Tensor, top: int) -> list[torch.Tensor]:
+        """Tᵀ⁻¹ of columns ``r [R, B, k, N]`` that are nonzero in layer ``top`` alone: the backward sweep starts
+        there and the layers above stay 0, so a held unit's row costs its layers below, not all H. Returns the
+        layers ``0 … top``, each ``[R, B, k, N]``."""
+        f, a, s = self.lin.free, self.m.a_hid, self.m.s
+        u = f[:, top] * r
+        out = [u]
+        for ell in reversed(range(top)):  # f ⊙ J_ℓᵀ u in place, its factors of 1 and 0 skipped (f is 0 or 1)
+            v = _bmm(u, self.w.w_hid[:, ell])
+            if a != 1.0:
+                v.mul_(a)
+            v.mul_(self.free_dp[:, ell])
+            if s:
+                v.add_(f[:, ell] * (s * u))
+            out.append(v)
+            u = v
+        return out[::-1]
 
     def hv(self, v: torch.Tensor) -> torch.Tensor:
         """H_z v on the free units: TᵀT v + EᵀE v + Λ v, every layer's products at once."""
@@ -151,30 +159,47 @@ class Model:
 
 class GaussNewton:
     """P⁻¹ = T⁻¹(I − Gᵀ(I + GGᵀ)⁻¹G)T⁻ᵀ with Gᵀ = T⁻ᵀ[E; rows of held units]ᵀ, factored once a step. G is
-    kept per sample as one ``[k, H·N]`` matrix, so its three products are plain batched matmuls (``einsum``
-    over the 5-d layout took half of a ReLU SP solve at N = 512)."""
+    kept as blocks, one per layer its rows start in (E's at the top, held units' below), each only on the
+    layers its sweep reached: a block is zero above its layer, and neither storing, multiplying nor copying
+    those zeros (a third of G in an SP ReLU net at N = 512) is paid for. Every product is a batched matmul
+    over (run, sample) of one block on one layer."""
 
     def __init__(self, model: Model, held: list[tuple[int, torch.Tensor]] | None = None):
         """``held``: per layer below a held unit, its rows ``[R, B, k_ℓ, N]`` (:func:`held_rows`)."""
         lin, m, w = model.lin, model.m, model.w
         R, H, B, _, N = lin.dp.shape
         e_rows = lin.dp[:, -1] * (m.a_out * w.w_out[:, None])  # [R, B, d_y, N]: E's rows, −J_H up to sign
-        cols = [model.upper_from(e_rows, H - 1)] + [model.upper_from(rows, ell) for ell, rows in held or []]
         self.model = model
-        g = torch.cat(cols, dim=2) if len(cols) > 1 else cols[0]
-        k = g.shape[2]
-        self.g = g.reshape(R * B, k, H * N)  # rows of G
-        s = torch.bmm(self.g, self.g.transpose(1, 2))
+        # per block: its rows' offset in G and its layers 0 … top, each [R·B, k_b, N]
+        self.blocks: list[tuple[int, list[torch.Tensor]]] = []
+        k = 0
+        for top, rows in [(H - 1, e_rows)] + list(held or []):
+            self.blocks.append((k, [u.reshape(R * B, -1, N) for u in model.upper_from(rows, top)]))
+            k += rows.shape[2]
+        self.k = k
+        s = lin.dp.new_zeros(R * B, k, k)
+        for i, (ka, ga) in enumerate(self.blocks):
+            for kb, gb in self.blocks[i:]:
+                block = sum(torch.bmm(a, b.transpose(1, 2)) for a, b in zip(ga, gb, strict=False))
+                s[:, ka:ka + block.shape[1], kb:kb + block.shape[2]] = block
+                if kb != ka:
+                    s[:, kb:kb + block.shape[2], ka:ka + block.shape[1]] = block.transpose(1, 2)
         s.diagonal(dim1=-2, dim2=-1).add_(1.0)
         self.chol = torch.linalg.cholesky_ex(s).L if k else s  # S ⪰ I: no failure to check (no host read)
 
     def solve(self, r: torch.Tensor) -> torch.Tensor:
         q = self.model.upper(r)  # [R, H, B, 1, N]
-        if self.g.shape[1]:
+        if self.k:
             R, H, B, _, N = q.shape
-            qs = q.permute(0, 2, 3, 1, 4).reshape(R * B, H * N, 1)
-            lam = torch.cholesky_solve(torch.bmm(self.g, qs), self.chol)  # [R·B, k, 1]
-            q = q - torch.bmm(lam.transpose(1, 2), self.g).reshape(R, B, 1, H, N).permute(0, 3, 1, 2, 4)
+            q_layers = [q[:, h].reshape(R * B, N, 1) for h in range(H)]
+            t = torch.cat([sum(torch.bmm(g, qh) for g, qh in zip(gs, q_layers, strict=False))
+                           for _, gs in self.blocks], dim=1)
+            lam_t = torch.cholesky_solve(t, self.chol).transpose(1, 2)  # [R·B, 1, k]
+            q = q.clone()
+            for k0, gs in self.blocks:
+                lam_b = lam_t[:, :, k0:k0 + gs[0].shape[1]]
+                for h, g in enumerate(gs):
+                    q[:, h] -= torch.bmm(lam_b, g).reshape(R, B, 1, N)
         return self.model.lower(q)
 
 
@@ -273,17 +298,22 @@ def held_rows(spec: NetSpec, w: Weights, m: Multipliers, st: State,
             continue
         score, unit = st.held[:, ell].to(st.z.dtype).topk(k, dim=-1)  # [R, B, k]: held units first
         rows = m.a_hid * w.w_hid[:, ell - 1][r_idx, unit]  # [R, B, k, N]: a W_ℓ[i, :]
-        rows = rows * st.dp[:, ell - 1].unsqueeze(2) + m.s * (unit.unsqueeze(-1) == units).to(rows.dtype)
+        rows = rows * st.dp[:, ell - 1].unsqueeze(2)
+        if m.s:
+            rows = rows + m.s * (unit.unsqueeze(-1) == units).to(rows.dtype)
         out.append((ell - 1, rows * score.unsqueeze(-1)))  # padding rows vanish
     return out
 
 
-def _project(spec: NetSpec, z: torch.Tensor, st: State) -> torch.Tensor:
-    """ReLU: keep every unit on its side of 0 (a unit that would cross stops at 0), held units at 0."""
+def _bounds(spec: NetSpec, st: State) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """ReLU: the box each unit stays in, its side of 0 (a unit that would cross stops at 0), held units at 0;
+    one ``clamp`` then projects a trial point."""
     if spec.act != "relu":
-        return z
-    z = torch.where(st.dp > 0, z.clamp_min(0.0), z.clamp_max(0.0))
-    return z.masked_fill(st.held, 0.0)
+        return None
+    up, free = st.dp > 0, ~st.held
+    lo = torch.zeros_like(st.z).masked_fill_(free & ~up, -torch.inf)
+    hi = torch.zeros_like(st.z).masked_fill_(free & up, torch.inf)
+    return lo, hi
 
 
 def line_search(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, st: State,
@@ -293,8 +323,11 @@ def line_search(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, st:
     enough decrease (Armijo) is taken. Returns the new z and which samples found none (they stay)."""
     z_new, found = st.z, torch.zeros_like(moving)
     noise = ROUNDING * st.f.abs()
+    box = _bounds(spec, st)
     for d, a in reversed(tries):  # the most preferred accepted wins: it is written last
-        za = _project(spec, st.z + a * d, st)
+        za = torch.add(st.z, d, alpha=a)  # the sizes are powers of 2: a·d is exact
+        if box is not None:
+            za = za.clamp_(*box)
         eps, eps_out = errors(spec, w, x, y, za, m, mu1)
         fa = sample_energies(eps, eps_out)
         decrease = (st.grad * (za - st.z)).sum(dim=(1, 3))
@@ -330,7 +363,8 @@ def newton_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tens
         gn = GaussNewton(model, held_rows(spec, w, m, st, counts) if st.held is not None else None)
         g = st.grad.unsqueeze(3)
         if lin.curv is None:  # linear, ReLU: the Gauss–Newton step is the Newton step
-            tries = [(gn.solve(-g).squeeze(3), a) for a in STEP_SIZES]
+            d = gn.solve(-g).squeeze(3)  # one solve, every step size along it
+            tries = [(d, a) for a in STEP_SIZES]
         else:  # tanh: Newton first, then the Gauss–Newton direction (always descending) where it fails
             newton_d, gn_d = (d.squeeze(3) for d in pcg(model, gn, g, cg_iters))
             tries = [(newton_d, a) for a in STEP_SIZES[:NEWTON_TRIES]] + [(gn_d, a) for a in STEP_SIZES]

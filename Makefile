@@ -108,12 +108,16 @@ plan:
 # Beside dvc repro, a follow sync (pipeline/tracking/) replays each stage's tracking journal into MLflow while
 # the next stages run, on the core a stage leaves idle, so the gallery stage's own sync finds little left
 # (benchmarks/README.md, "Whole builds"). It stops with dvc repro, its lines in .trainscape/follow.log.
+# Beside `dvc repro`: the MLflow sync, and a warm host (pipeline/warm.py) that runs each stage command in a
+# forked child with torch, numpy, pandas, matplotlib and plotly imported once for the whole build.
+WARM_HOST := $(CURDIR)/.trainscape/warm.sock
 repro: setup dag
 	@mkdir -p .trainscape
-	@echo "dvc repro (MLflow sync alongside: .trainscape/follow.log)"
+	@echo "dvc repro (MLflow sync alongside: .trainscape/follow.log; warm host: .trainscape/warm.log)"
 	@$(BIN)/python -m pipeline.tracking sync --follow > .trainscape/follow.log 2>&1 & follow=$$!; \
-	trap 'kill $$follow 2>/dev/null; wait $$follow 2>/dev/null' EXIT; \
-	$(BIN)/dvc repro
+	$(BIN)/python -m pipeline.warm serve $(WARM_HOST) > .trainscape/warm.log 2>&1 & warm=$$!; \
+	trap 'kill $$follow $$warm 2>/dev/null; wait $$follow $$warm 2>/dev/null' EXIT; \
+	TRAINSCAPE_WARM_HOST=$(WARM_HOST) $(BIN)/dvc repro
 
 # Independent tests run on every core (pytest-xdist); work stealing keeps the long pipeline slices
 # from queueing behind each other at the end.

@@ -186,11 +186,12 @@ def test_every_study_has_a_params_section_and_stages():
 
 
 def test_no_stage_lists_a_bookkeeping_module_and_every_stage_lists_its_study_code():
-    """An edit to the journal, run records, plan, executor or progress bars reruns nothing (they change no output); the
-    modules that write outputs stay deps of every stage, and a study's own code stays a dep of its stages."""
+    """An edit to the journal, run records, plan, executor, progress bars or warm host reruns nothing (they change no
+    output); the modules that write outputs stay deps of every stage, and a study's own code stays a dep of its
+    stages."""
     books = graph.bookkeeping_files()
     tracking = {f"pipeline/tracking/{m}.py" for m in ("__init__", "journal", "records", "store", "sync", "tracker")}
-    assert books == {*tracking, "pipeline/plan.py", "pipeline/executor.py", "pipeline/progress.py"}
+    assert books == {*tracking, "pipeline/plan.py", "pipeline/executor.py", "pipeline/progress.py", "pipeline/warm.py"}
     stages = graph.committed(ROOT)
     for name, stage in stages.items():
         deps = set(stage.get("deps") or stage["do"]["deps"])

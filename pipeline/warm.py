@@ -23,6 +23,7 @@ import json
 import os
 import random
 import runpy
+import select
 import signal
 import socket
 import struct
@@ -80,7 +81,10 @@ def hand_over() -> None:
     if status is None:
         sys.stderr.write(f"error: the warm host at {path} lost the stage process {pid}\n")
         os._exit(1)
-    os._exit(status if status >= 0 else 128 - status)  # -N: killed by signal N, as a shell reports it
+    if status < 0:  # the stage process was killed by signal -status: so is the command
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    os._exit(status if status >= 0 else 128 - status)
 
 
 def _kill(pid: int, sig: int) -> None:
@@ -185,11 +189,28 @@ def serve(path: str) -> Request:
         for fd in fds:
             os.close(fd)
         _send(conn, {"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        code = os.waitstatus_to_exitcode(status)
+        code = _wait(pid, conn)
         with contextlib.suppress(OSError):  # the command is gone (killed): nobody to tell
             _send(conn, {"status": code})
+        print(f"warm host: ran {' '.join(request['argv'][1:])} in process {pid}: status {code}", flush=True)
         os._exit(0)
+
+
+def _wait(pid: int, conn: socket.socket) -> int:
+    """The stage process's exit status. Should the command end first (killed outright, so that it could pass
+    nothing on), the stage process is killed the same way, as it would have died with it."""
+    done = os.pidfd_open(pid)
+    while True:
+        ready, _, _ = select.select([done, conn], [], [])
+        if done in ready:
+            break
+        with contextlib.suppress(OSError):
+            if conn.recv(1):  # the command sends nothing after its request: only its end wakes this
+                continue
+        os.kill(pid, signal.SIGKILL)
+        break
+    os.close(done)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def _stream(fd: int, mode: str) -> io.TextIOWrapper:

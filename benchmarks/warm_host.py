@@ -64,8 +64,10 @@ def main() -> None:
         env = {**base, "TRAINSCAPE_ROOT": str(ws), "TRAINSCAPE_PROGRESS": "off"}
         sock = tmp / "warm.sock"
         start = time.perf_counter()
-        host = subprocess.Popen([PY, "-m", "pipeline.warm", "serve", str(sock)], cwd=ROOT, env=base,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = tmp / "warm.log"
+        with log.open("w") as out:
+            host = subprocess.Popen([PY, "-m", "pipeline.warm", "serve", str(sock)], cwd=ROOT, env=base, stdout=out,
+                                    stderr=subprocess.STDOUT)
         while True:  # ready when it accepts a connection
             try:
                 with socket.socket(socket.AF_UNIX) as probe:
@@ -86,6 +88,9 @@ def main() -> None:
         finally:
             host.terminate()
             host.wait()
+        ran = log.read_text().count("warm host: ran ")
+        if ran != args.repeats * len(STAGES):  # a declined command runs itself: its time would be no comparison
+            sys.exit(f"the host ran {ran} of {args.repeats * len(STAGES)} commands:\n{log.read_text()}")
 
     print(f"warm host start-up (its imports, once a build): {host_start:.2f} s\n")
     print(f"{'stage command (median of ' + str(args.repeats) + ')':40s} {'own s':>7s} {'warm s':>7s} {'saved s':>8s} "

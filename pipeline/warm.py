@@ -1,6 +1,6 @@
-"""A warm host for stage processes: one process imports the heavy libraries once (torch, numpy, scipy,
-pandas, matplotlib, plotly) and forks a fresh child for each stage command that asks, so a build of about a
-hundred stage processes pays those imports (≈ 2.5 s each on a 2-core machine) once.
+"""A warm host for stage processes: one process imports the heavy libraries once (torch and its compiler,
+numpy, scipy, pandas, matplotlib, plotly) and forks a fresh child for each stage command that asks, so a
+build of about a hundred stage processes pays those imports (≈ 2.5 s each on a 2-core machine) once.
 
     python -m pipeline.warm serve SOCKET     # `make repro` starts one beside `dvc repro` and stops it after
 
@@ -18,10 +18,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import gc
+import importlib
 import io
 import json
 import os
 import random
+import resource
 import runpy
 import select
 import signal
@@ -33,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 ENV = "TRAINSCAPE_WARM_HOST"
-PRELOAD = ("numpy", "scipy.linalg", "scipy.sparse", "pandas", "torch", "matplotlib", "matplotlib.pyplot",
-           "plotly.graph_objects", "PIL.Image", "yaml")
+PRELOAD = ("numpy", "scipy.linalg", "scipy.sparse", "pandas", "torch", "torch._dynamo", "matplotlib",
+           "matplotlib.pyplot", "matplotlib.backends.backend_agg", "plotly.graph_objects", "kaleido", "narwhals",
+           "PIL.Image", "PIL.PngImagePlugin", "yaml", "tqdm", "tabulate")
 # environment variables read when those libraries are imported: a command whose values differ runs itself
 IMPORT_TIME = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOTO", "NUMEXPR", "VECLIB", "CUDA_", "NVIDIA_", "PYTORCH_",
                "TORCH", "MPL", "PYTHON", "LD_")
@@ -48,6 +51,32 @@ def import_env(env: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME)}
 
 
+def context() -> dict[str, Any]:
+    """What a process runs within besides its environment: user, namespaces (network, mounts, …), control
+    group, resource limits, the cores it may use and its priority. A command whose context is not the host's
+    runs itself (a stage started in another network namespace, under a memory limit or pinned to one core
+    must run there)."""
+    ns = {}
+    for name in ("mnt", "net", "pid", "user", "ipc", "uts", "cgroup"):
+        with contextlib.suppress(OSError):
+            ns[name] = os.readlink(f"/proc/self/ns/{name}")
+    try:
+        with open("/proc/self/cgroup") as fh:
+            cgroup = fh.read()
+    except OSError:
+        cgroup = ""
+    limits = {name: list(resource.getrlimit(getattr(resource, name))) for name in sorted(dir(resource))
+              if name.startswith("RLIMIT_")}
+    return {"uid": os.getuid(), "gid": os.getgid(), "ns": ns, "cgroup": cgroup, "limits": limits,
+            "umask": _umask(), "cpus": sorted(os.sched_getaffinity(0)), "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 # ----------------------------------------------------------------------------- the command's side
 
 
@@ -59,7 +88,7 @@ def hand_over() -> None:
     if not path or "-m" not in argv[:-1] or not argv[argv.index("-m") + 1].startswith("stages."):
         return
     request = {"argv": argv, "module": argv[argv.index("-m") + 1], "args": argv[argv.index("-m") + 2:],
-               "cwd": os.getcwd(), "env": dict(os.environ), "executable": sys.executable}
+               "cwd": os.getcwd(), "env": dict(os.environ), "executable": sys.executable, "context": context()}
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
@@ -123,10 +152,13 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(data), fds
 
 
-def _declines(request: dict[str, Any]) -> str | None:
+def _declines(request: dict[str, Any], ours: dict[str, str]) -> str | None:
     if request.get("executable") != sys.executable:
         return f"interpreter {request.get('executable')} is not the host's {sys.executable}"
-    theirs, ours = import_env(request.get("env", {})), import_env(dict(os.environ))
+    theirs_ctx, ours_ctx = request.get("context", {}), context()
+    if theirs_ctx != ours_ctx:
+        return "process context differs: " + ", ".join(k for k in ours_ctx if theirs_ctx.get(k) != ours_ctx[k])
+    theirs = import_env(request.get("env", {}))
     if theirs != ours:
         return f"import-time environment differs: {sorted(set(theirs.items()) ^ set(ours.items()))}"
     if not str(request.get("module", "")).startswith("stages."):
@@ -141,8 +173,11 @@ def _send(conn: socket.socket, obj: dict[str, Any]) -> None:
 def serve(path: str) -> Request:
     """Preload, then accept stage commands until stopped (SIGTERM, SIGINT). Returns only in a forked stage
     process, with the command it is to run."""
+    before = dict(os.environ)
+    started = import_env(before)  # as started: the libraries may set some while loading (torch's compiler)
     for name in PRELOAD:
         __import__(name)
+    loaded = {k: v for k, v in os.environ.items() if k not in before}  # what they set, as in any process
     if os.path.exists(path):
         os.unlink(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -176,7 +211,7 @@ def serve(path: str) -> Request:
         except (OSError, ValueError) as exc:
             print(f"warm host: bad request: {exc}", file=sys.stderr, flush=True)
             os._exit(1)
-        why = _declines(request)
+        why = _declines(request, started)
         if why:
             print(f"warm host: declined {request.get('argv')}: {why}", file=sys.stderr, flush=True)
             _send(conn, {"declined": why})
@@ -185,7 +220,7 @@ def serve(path: str) -> Request:
         if pid == 0:
             conn.close()
             return Request(request["module"], list(request["args"]), list(request["argv"]), request["cwd"],
-                           dict(request["env"]), fds)
+                           {**loaded, **request["env"]}, fds)
         for fd in fds:
             os.close(fd)
         _send(conn, {"pid": pid})
@@ -239,6 +274,7 @@ def become(req: Request) -> NoReturn:
     for name in [m for m in sys.modules if m.split(".")[0] in PROJECT]:
         del sys.modules[name]  # the project is imported afresh, from the command's working directory
     sys.path[0] = req.cwd
+    importlib.invalidate_caches()
     sys.orig_argv = req.argv
     sys.argv = [req.module, *req.args]
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt, as in any process

@@ -96,19 +96,24 @@ def test_a_stage_handed_to_the_warm_host_writes_the_same_bytes(tmp_path: Path, d
 
 
 def test_a_command_the_host_cannot_run_as_its_own_runs_itself(tmp_path: Path, host) -> None:
-    """Another import-time environment (here the thread count the libraries read when loaded) is declined,
-    and a host that is gone is passed by: the command runs in its own process, with the same result."""
+    """Another import-time environment (here the thread count the libraries read when loaded) or another
+    process context (here the cores it may use) is declined, and a host that is gone is passed by: the command
+    runs in its own process, with the same result."""
     sock, log = host
     env = _env()
     args = ["stages.claims", "--help"]
     own = _stage(args, env)
     declined = _stage(args, {**env, ENV: sock, "OMP_NUM_THREADS": "7"})
+    pinned = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", *args], cwd=ROOT, env={**env, ENV: sock},
+                            capture_output=True, text=True, timeout=600)
     gone = _stage(args, {**env, ENV: str(tmp_path / "no-host.sock")})
     warm = _stage(args, {**env, ENV: sock})
-    assert own.returncode == declined.returncode == gone.returncode == warm.returncode == 0
-    assert own.stdout == declined.stdout == gone.stdout == warm.stdout and "usage:" in own.stdout
+    assert own.returncode == declined.returncode == pinned.returncode == gone.returncode == warm.returncode == 0
+    assert own.stdout == declined.stdout == pinned.stdout == gone.stdout == warm.stdout and "usage:" in own.stdout
     text = log.read_text()
     assert "declined" in text and "OMP_NUM_THREADS" in text, text
+    if len(os.sched_getaffinity(0)) > 1:
+        assert "process context differs: cpus" in text, text
     assert text.count("ran -m stages.claims --help") == 1, text
 
 

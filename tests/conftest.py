@@ -18,6 +18,7 @@ import yaml
 from pipeline.config import params_file, read_tree
 from pipeline.tracking import run_map
 from pipeline.tracking.records import fingerprint
+from pipeline.warm import ENV as WARM_ENV
 from tests.ray_nodes import RayNodes, clusters
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +33,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.get_closest_marker(m) for m in SLOW_MARKS):
             item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A warm host (pipeline/warm.py) for the test process, as ``make repro`` has one: the stage commands its
+    tests start, in repository copies and scratch workspaces, hand themselves over (a command in another
+    environment or process context runs itself, so no test depends on it)."""
+    sock = tmp_path_factory.mktemp("warm") / "warm.sock"
+    env = {k: v for k, v in os.environ.items() if k != WARM_ENV}
+    env["MPLBACKEND"] = "Agg"  # what every test's commands run with (_isolated_tracking, repo_copy)
+    with (sock.parent / "warm.log").open("w") as log:
+        host = subprocess.Popen([sys.executable, "-m", "pipeline.warm", "serve", str(sock)], cwd=ROOT, env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+    os.environ[WARM_ENV] = str(sock)
+    try:
+        yield
+    finally:
+        os.environ.pop(WARM_ENV, None)
+        host.terminate()
+        host.wait(timeout=60)
 
 
 @pytest.fixture(scope="session")

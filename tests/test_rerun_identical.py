@@ -19,6 +19,7 @@ import yaml
 
 from pipeline.tracking import journal_dir
 from pipeline.tracking.records import fingerprint
+from tests.workspace import scratch_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,17 +39,12 @@ def _outputs(root: Path, kind: str, study: str, unit: str) -> list[Path]:
 
 @pytest.mark.pipeline
 def test_a_forced_rerun_rewrites_every_output_byte_for_byte(tmp_path: Path, data_mirror: Path) -> None:
-    root = tmp_path / "ws"
-    shutil.copytree(ROOT / "params", root / "params")
-    shutil.copy(ROOT / "params.yaml", root / "params.yaml")
-    (root / "artifacts").mkdir()
-    (root / "artifacts" / "data").symlink_to(data_mirror)
-    imprint = yaml.safe_load((root / "params/imprint.yaml").read_text())
-    imprint["imprint"].update(n_train=2000, n_test=1000)  # the same code path on fewer images
-    (root / "params/imprint.yaml").write_text(yaml.safe_dump(imprint, sort_keys=False))
-    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    for args in (["init", "-q"], ["add", "params", "params.yaml"], ["commit", "-q", "-m", "params"]):
-        subprocess.run(["git", *args], cwd=root, check=True, env={**os.environ, **git})
+    def fewer_images(root: Path) -> None:  # the same code path on fewer images
+        imprint = yaml.safe_load((root / "params/imprint.yaml").read_text())
+        imprint["imprint"].update(n_train=2000, n_test=1000)
+        (root / "params/imprint.yaml").write_text(yaml.safe_dump(imprint, sort_keys=False))
+
+    root = scratch_workspace(tmp_path / "ws", data_mirror, fewer_images)
     journal = journal_dir()  # the test's own (conftest): the stages journal there, their records beside it
     env = {**os.environ, "TRAINSCAPE_ROOT": str(root), "TRAINSCAPE_JOURNAL": str(journal),
            "TRAINSCAPE_PROGRESS": "off", "PYTHONPATH": str(ROOT)}

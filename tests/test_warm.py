@@ -17,6 +17,7 @@ import pytest
 
 from pipeline.tracking import journal_dir
 from pipeline.warm import ENV
+from tests.workspace import scratch_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ("train", "superposition", "untied")
@@ -47,18 +48,6 @@ def host(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     assert not sock.exists(), "the host removes its socket when stopped"
 
 
-def _workspace(tmp_path: Path, data_mirror: Path) -> Path:
-    root = tmp_path / "ws"
-    shutil.copytree(ROOT / "params", root / "params")
-    shutil.copy(ROOT / "params.yaml", root / "params.yaml")
-    (root / "artifacts").mkdir()
-    (root / "artifacts" / "data").symlink_to(data_mirror)
-    git = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    for args in (["init", "-q"], ["add", "params", "params.yaml"], ["commit", "-q", "-m", "params"]):
-        subprocess.run(["git", *args], cwd=root, check=True, env={**os.environ, **git})
-    return root
-
-
 def _stage(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=600)
@@ -73,7 +62,7 @@ def _outputs(root: Path) -> dict[str, bytes]:
 @pytest.mark.pipeline
 def test_a_stage_handed_to_the_warm_host_writes_the_same_bytes(tmp_path: Path, data_mirror: Path, host) -> None:
     sock, log = host
-    root = _workspace(tmp_path, data_mirror)
+    root = scratch_workspace(tmp_path / "ws", data_mirror)
     env = _env(TRAINSCAPE_ROOT=str(root), TRAINSCAPE_JOURNAL=str(journal_dir()), TRAINSCAPE_PROGRESS="off")
     kind, study, unit = UNIT
     args = [f"stages.{kind}", study, unit, "--profile", "smoke"]
@@ -131,7 +120,7 @@ def test_a_command_killed_takes_its_stage_process_with_it(tmp_path: Path, data_m
     """SIGTERM is passed on; SIGKILL cannot be, so the host kills the stage process when the command is gone.
     Either way the command ends as a process killed by that signal would."""
     sock, log = host
-    root = _workspace(tmp_path, data_mirror)
+    root = scratch_workspace(tmp_path / "ws", data_mirror)
     env = _env(TRAINSCAPE_ROOT=str(root), TRAINSCAPE_JOURNAL=str(journal_dir()), TRAINSCAPE_PROGRESS="off")
     host_pid = int(log.read_text().split()[2])
     proc = subprocess.Popen([sys.executable, "-m", "stages.train", "imprint", "random-adam", "--profile", "smoke"],

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pipeline.studies.mupc.analysis import fwdpass
-from pipeline.studies.mupc.model import (
+from pipeline.studies.mupc.engine.model import (
     Weights,
     feedforward,
     init_weights,

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.studies.mupc.analysis import newton, theory
 from pipeline.studies.mupc.analysis.train import mnist_batches, theory_run, theory_spec
-from pipeline.studies.mupc.model import feedforward, init_weights
+from pipeline.studies.mupc.engine.model import feedforward, init_weights
 
 TOL, GD_CAP, SEED, ITERS = 1e-8, 20000, 4320, 937
 T = TypeVar("T")

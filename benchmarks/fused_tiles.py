@@ -1,5 +1,5 @@
 """The fused route's kernels at one shape, tile settings side by side: which cut of the products reaches the
-memory bandwidth (``mupc/fused.py``, :class:`~pipeline.studies.mupc.fused.Tiles`).
+memory bandwidth (``mupc/engine/fused.py``, :class:`~pipeline.studies.mupc.engine.fused.Tiles`).
 
     python3 benchmarks/fused_tiles.py                       # 512:128 x 64 runs, B = 64, TF32, on CUDA
     python3 benchmarks/fused_tiles.py --json out.json --limit 120
@@ -36,7 +36,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from pc_gpu import copy_bandwidth  # noqa: E402  (the engine benchmark's measure of the card's bandwidth)
 
-from pipeline.studies.mupc import fused  # noqa: E402  (the checkout's package, from any working directory)
+from pipeline.studies.mupc.engine import fused  # noqa: E402  (the checkout's package, from any working directory)
 
 COLS, KS, LAUNCH = (64, 128, 256), (32, 64), ((4, 3), (8, 3), (4, 4), (8, 4), (8, 2))
 

@@ -163,8 +163,8 @@ def crossover(json_path: Path, budget: float) -> None:
     import torch
 
     sys.path.insert(0, str(ROOT))
-    from pipeline.studies.mupc.energy import InferenceConfig, infer
-    from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
+    from pipeline.studies.mupc.engine.energy import InferenceConfig, infer
+    from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights
     from pipeline.studies.mupc.training import hessian_monitor as hm
 
     rows: list[dict[str, Any]] = []
@@ -330,7 +330,7 @@ def tiles_bench(out: Path, limit: float) -> dict[str, Any]:
 def routes_args(tiles: dict[str, Any] | None) -> list[str]:
     """:data:`ROUTES_ARGS`, plus the fused route at the tile sweep's fastest setting where it is not today's."""
     sys.path.insert(0, str(ROOT))
-    from pipeline.studies.mupc.fused import Tiles
+    from pipeline.studies.mupc.engine.fused import Tiles
 
     best = (tiles or {}).get("best")
     return ROUTES_ARGS + ([f"fused@{best}"] if best and best != Tiles().label() else [])

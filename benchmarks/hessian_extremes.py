@@ -24,8 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.studies.mupc import hessian as hz
-from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
+from pipeline.studies.mupc.engine import hessian as hz
+from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights
 
 
 def blocks_at_init(n_side: int, act: str, param: str) -> hz.Blocks:

@@ -97,9 +97,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.studies.mupc.energy import InferenceConfig, infer
-from pipeline.studies.mupc.hessian import extremes as old_structured
-from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine.energy import InferenceConfig, infer
+from pipeline.studies.mupc.engine.hessian import extremes as old_structured
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights
 from pipeline.studies.mupc.training import hessian_monitor as hm
 
 BEFORE = "bfdf408"  # the last commit with the fixed-step monitor

@@ -35,9 +35,9 @@ import scipy.linalg as sla
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pipeline.studies.mupc import hessian as hz
 from pipeline.studies.mupc.analysis.train import hessian_spec
-from pipeline.studies.mupc.model import feedforward, init_weights
+from pipeline.studies.mupc.engine import hessian as hz
+from pipeline.studies.mupc.engine.model import feedforward, init_weights
 
 CONFIG = {"act": "relu", "skips": False, "init": "standard", "param": "sp", "seed": 0}
 

@@ -21,8 +21,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pipeline.studies.mupc.training.trainer as tr
-from pipeline.studies.mupc.model import init_weights
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.model import init_weights
+from pipeline.studies.mupc.engine.runs import RunConfig
 
 D, DY, N_TEST = 784, 10, 1024
 

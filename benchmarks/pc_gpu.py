@@ -38,7 +38,7 @@ sweeps' shapes, S1–S5 and S9) the same way. Columns:
 costs a minute for nothing.
 
 ``--engine standard fused`` times each setting on both routes of the engine (``energy.PCEngine``: torch
-kernels, or the Triton kernels of ``mupc/fused.py``), one row each, the ``GB/it`` of each route by its own
+kernels, or the Triton kernels of ``mupc/engine/fused.py``), one row each, the ``GB/it`` of each route by its own
 count (``iteration_bytes(..., route="fused")``); the default is the standard route alone.
 
 At the end: the paper profile's PC training estimated from these rates (each stacked group of the paper
@@ -67,10 +67,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pipeline.device import set_matmul_precision  # noqa: E402
-from pipeline.studies.mupc import fused  # noqa: E402
-from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig  # noqa: E402
-from pipeline.studies.mupc.iteration import GroupIteration  # noqa: E402
-from pipeline.studies.mupc.model import NetSpec, init_weights  # noqa: E402
+from pipeline.studies.mupc.engine import fused  # noqa: E402
+from pipeline.studies.mupc.engine.energy import EnergyTerms, InferenceConfig  # noqa: E402
+from pipeline.studies.mupc.engine.iteration import GroupIteration  # noqa: E402
+from pipeline.studies.mupc.engine.model import NetSpec, init_weights  # noqa: E402
 
 B, D, D_Y, N_TRAIN = 64, 784, 10, 4096
 DEVICE = "cuda"  # a module constant so the code path can be walked on a CPU (with its capture failing)

@@ -18,8 +18,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.studies.mupc.energy import InferenceConfig, PCEngine, infer
-from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine.energy import InferenceConfig, PCEngine, infer
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights
 
 
 def sync(device: str) -> None:

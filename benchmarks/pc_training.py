@@ -41,11 +41,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pipeline.studies.mupc.iteration as iteration
+import pipeline.studies.mupc.engine.iteration as iteration
 import pipeline.studies.mupc.training.trainer as tr
-from pipeline.studies.mupc.energy import Adam, InferenceConfig, errors, infer, weight_grads
-from pipeline.studies.mupc.model import Weights, feedforward, init_weights
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.energy import Adam, InferenceConfig, errors, infer, weight_grads
+from pipeline.studies.mupc.engine.model import Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.cost import evaluation_flops, iteration_flops
 
 D, DY, B, T, EVAL_N, EVAL_EVERY, RUNS = 784, 10, 64, 8, 1024, 16, 9

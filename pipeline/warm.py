@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import gc
 import importlib
+import importlib.util
 import io
 import json
 import os
@@ -38,17 +39,24 @@ ENV = "TRAINSCAPE_WARM_HOST"
 PRELOAD = ("numpy", "scipy.linalg", "scipy.sparse", "pandas", "torch", "torch._dynamo", "matplotlib",
            "matplotlib.pyplot", "matplotlib.backends.backend_agg", "plotly.graph_objects", "kaleido", "narwhals",
            "PIL.Image", "PIL.PngImagePlugin", "yaml", "tqdm", "tabulate")
-# environment variables read when those libraries are imported: a command whose values differ runs itself
+# environment variables read when those libraries are imported or the interpreter starts: a command whose
+# values differ runs itself (PYTHONPATH is honoured instead: see _path)
 IMPORT_TIME = ("OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOTO", "NUMEXPR", "VECLIB", "CUDA_", "NVIDIA_", "PYTORCH_",
-               "TORCH", "MPL", "PYTHON", "LD_")
+               "TORCH", "MPL", "LD_")
+STARTUP = frozenset({"PYTHONHOME", "PYTHONHASHSEED", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH",
+                     "PYTHONOPTIMIZE", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONWARNINGS",
+                     "PYTHONDEVMODE", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONINTMAXSTRDIGITS", "PYTHONFAULTHANDLER",
+                     "PYTHONTRACEMALLOC", "PYTHONMALLOC", "PYTHONPLATLIBDIR", "PYTHONUNBUFFERED", "PYTHONVERBOSE",
+                     "PYTHONDEBUG", "PYTHONINSPECT", "PYTHONCOERCECLOCALE", "PYTHONLEGACYWINDOWSSTDIO"})
 PROJECT = ("pipeline", "stages")
 MAX_MESSAGE = 1 << 22
 _HEADER = struct.Struct("!I")
 
 
 def import_env(env: dict[str, str]) -> dict[str, str]:
-    """The part of an environment the preloaded libraries read when imported."""
-    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME)}
+    """The part of an environment the interpreter reads when it starts and the preloaded libraries when
+    imported."""
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME) or k in STARTUP}
 
 
 def context() -> dict[str, Any]:
@@ -152,18 +160,37 @@ def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     return json.loads(data), fds
 
 
-def _declines(request: dict[str, Any], ours: dict[str, str]) -> str | None:
+def _declines(request: dict[str, Any], ours: dict[str, str], loaded: dict[str, str]) -> str | None:
+    """Why the host cannot run ``request`` as the command's own process would, or None. ``ours``: the host's
+    import-time environment as started; ``loaded``: what the preloaded libraries set in it (a command that
+    imported them itself, or whose parent did, has the same values)."""
     if request.get("executable") != sys.executable:
         return f"interpreter {request.get('executable')} is not the host's {sys.executable}"
     theirs_ctx, ours_ctx = request.get("context", {}), context()
     if theirs_ctx != ours_ctx:
         return "process context differs: " + ", ".join(k for k in ours_ctx if theirs_ctx.get(k) != ours_ctx[k])
-    theirs = import_env(request.get("env", {}))
+    env = request.get("env", {})
+    theirs = {k: v for k, v in import_env(env).items() if loaded.get(k) != v}
     if theirs != ours:
         return f"import-time environment differs: {sorted(set(theirs.items()) ^ set(ours.items()))}"
     if not str(request.get("module", "")).startswith("stages."):
         return f"{request.get('module')!r} is not a stage module"
+    shadowing = [f"{entry}/{name}" for entry in _pythonpath(env) for name in _preloaded()
+                 if os.path.exists(os.path.join(entry, name)) or os.path.exists(os.path.join(entry, name + ".py"))]
+    if shadowing:
+        return f"PYTHONPATH holds libraries the host has loaded: {shadowing}"
     return None
+
+
+def _pythonpath(env: dict[str, str]) -> list[str]:
+    return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+def _preloaded() -> set[str]:
+    """The top-level packages the preloading brought in (not the standard library's)."""
+    stdlib = set(sys.stdlib_module_names)
+    return {m.split(".")[0] for m in sys.modules if m.split(".")[0] not in stdlib and not m.startswith("_")} - set(
+        PROJECT)
 
 
 def _send(conn: socket.socket, obj: dict[str, Any]) -> None:
@@ -211,7 +238,7 @@ def serve(path: str) -> Request:
         except (OSError, ValueError) as exc:
             print(f"warm host: bad request: {exc}", file=sys.stderr, flush=True)
             os._exit(1)
-        why = _declines(request, started)
+        why = _declines(request, started, import_env(loaded))
         if why:
             print(f"warm host: declined {request.get('argv')}: {why}", file=sys.stderr, flush=True)
             _send(conn, {"declined": why})
@@ -225,9 +252,9 @@ def serve(path: str) -> Request:
             os.close(fd)
         _send(conn, {"pid": pid})
         code = _wait(pid, conn)
+        print(f"warm host: ran {' '.join(request['argv'][1:])} in process {pid}: status {code}", flush=True)
         with contextlib.suppress(OSError):  # the command is gone (killed): nobody to tell
             _send(conn, {"status": code})
-        print(f"warm host: ran {' '.join(request['argv'][1:])} in process {pid}: status {code}", flush=True)
         os._exit(0)
 
 
@@ -268,15 +295,16 @@ def become(req: Request) -> NoReturn:
         os.dup2(fd, target)
         os.close(fd)
     os.chdir(req.cwd)
+    sys.path[:] = _path(req.cwd, req.env)
     os.environ.clear()
     os.environ.update({k: v for k, v in req.env.items() if k != ENV})  # the child never hands over again
     sys.stdin, sys.stdout, sys.stderr = _stream(0, "r"), _stream(1, "w"), _stream(2, "w")
     for name in [m for m in sys.modules if m.split(".")[0] in PROJECT]:
         del sys.modules[name]  # the project is imported afresh, from the command's working directory
-    sys.path[0] = req.cwd
     importlib.invalidate_caches()
     sys.orig_argv = req.argv
-    sys.argv = [req.module, *req.args]
+    spec = importlib.util.find_spec(req.module)  # argv[0] is the module's file, as under ``python -m``
+    sys.argv = [spec.origin if spec and spec.origin else req.module, *req.args]
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C raises KeyboardInterrupt, as in any process
     random.seed()
     if "numpy" in sys.modules:
@@ -293,6 +321,14 @@ def become(req: Request) -> NoReturn:
         traceback.print_exc()
         code = 1
     _leave(code)
+
+
+def _path(cwd: str, env: dict[str, str]) -> list[str]:
+    """``sys.path`` as the interpreter builds it for ``python -m`` in ``cwd`` under ``env``: the working
+    directory, then PYTHONPATH's entries, then the rest (standard library, site-packages) as the host has it."""
+    rest = sys.path[1 + len(_pythonpath(dict(os.environ))):]  # the host's own environment: call this first
+    path = [cwd, *(os.path.abspath(os.path.join(cwd, p)) for p in _pythonpath(env)), *rest]
+    return list(dict.fromkeys(path))  # as site does: each entry once, the first kept
 
 
 def _exit_code(code: object) -> int:

@@ -160,7 +160,7 @@ def test_fused_tiles_without_cuda_measures_nothing_and_sweeps_todays_setting_fir
     out = subprocess.run([sys.executable, "benchmarks/fused_tiles.py"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120, env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
     assert out.returncode == 0 and out.stdout.startswith("fused_tiles: no CUDA device"), out.stdout + out.stderr
-    from pipeline.studies.mupc.fused import Tiles
+    from pipeline.studies.mupc.engine.fused import Tiles
 
     labels = _module("fused_tiles").settings()
     assert labels[0] == Tiles().label() and len(labels) == len(set(labels)) > 20
@@ -169,7 +169,7 @@ def test_fused_tiles_without_cuda_measures_nothing_and_sweeps_todays_setting_fir
 
 def test_the_routes_step_adds_the_sweeps_fastest_setting():
     gc = _module("gpu_check")
-    from pipeline.studies.mupc.fused import Tiles
+    from pipeline.studies.mupc.engine.fused import Tiles
 
     assert gc.routes_args(None) == gc.ROUTES_ARGS
     assert gc.routes_args({"best": Tiles().label()}) == gc.ROUTES_ARGS  # today's: nothing to add

@@ -14,7 +14,7 @@ import pytest
 from pipeline import graph, plan, registry
 from pipeline.config import ConfigError, load_params
 from pipeline.contract import Work
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import cost as mupc_cost
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -36,7 +36,7 @@ from pipeline.studies.imprint import extract as imprint_extract
 from pipeline.studies.imprint import glyph as glyphs
 from pipeline.studies.imprint.claims import CLAIMS as IMPRINT
 from pipeline.studies.imprint.config import ImprintParams
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.claims import CLAIMS as MUPC
 from pipeline.studies.mupc.training.claims import fam
 from pipeline.studies.mupc.training.families import FAMILIES as TRAINING_FAMILIES

@@ -4,6 +4,7 @@ handed over, compared byte for byte, with their exit status and error line."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -91,19 +92,30 @@ def test_a_command_the_host_cannot_run_as_its_own_runs_itself(tmp_path: Path, ho
     sock, log = host
     env = _env()
     args = ["stages.claims", "--help"]
-    own = _stage(args, env)
+    traces = tmp_path / "own.jsonl", tmp_path / "warm.jsonl"
+    own = _stage(args, {**env, "TRAINSCAPE_TRACE_MODULES": str(traces[0])})
     declined = _stage(args, {**env, ENV: sock, "OMP_NUM_THREADS": "7"})
     pinned = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", *args], cwd=ROOT, env={**env, ENV: sock},
                             capture_output=True, text=True, timeout=600)
     gone = _stage(args, {**env, ENV: str(tmp_path / "no-host.sock")})
-    warm = _stage(args, {**env, ENV: sock})
-    assert own.returncode == declined.returncode == pinned.returncode == gone.returncode == warm.returncode == 0
-    assert own.stdout == declined.stdout == pinned.stdout == gone.stdout == warm.stdout and "usage:" in own.stdout
+    warm = _stage(args, {**env, ENV: sock, "TRAINSCAPE_TRACE_MODULES": str(traces[1])})
+    # what the libraries set when loaded, as in a command whose parent loaded them (pytest, DVC), and a
+    # PYTHONPATH of its own: run there all the same
+    inductor = subprocess.run([sys.executable, "-c", "import os, torch._dynamo; "
+                               "print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"], capture_output=True, text=True,
+                              env=env, check=True).stdout.strip()
+    loaded = _stage(args, {**env, ENV: sock, "TORCHINDUCTOR_CACHE_DIR": inductor,
+                           "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path / 'more'}"})
+    runs = (own, declined, pinned, gone, warm, loaded)
+    assert all(r.returncode == 0 and r.stdout == own.stdout for r in runs) and "usage:" in own.stdout
     text = log.read_text()
     assert "declined" in text and "OMP_NUM_THREADS" in text, text
     if len(os.sched_getaffinity(0)) > 1:
         assert "process context differs: cpus" in text, text
-    assert text.count("ran -m stages.claims --help") == 1, text
+    assert text.count("ran -m stages.claims --help") == 2, text
+    own_trace, warm_trace = (json.loads(t.read_text()) for t in traces)  # what the module-trace check reads
+    assert own_trace["argv"] == warm_trace["argv"] and own_trace["argv"][0].endswith("stages/claims.py")
+    assert own_trace["modules"] == warm_trace["modules"]
 
 
 def _stage_processes(host_pid: int) -> list[int]:

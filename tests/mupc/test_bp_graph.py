@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights
 from pipeline.studies.mupc.training.trainer import predict
 
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.studies.mupc import hessian as hz
 from pipeline.studies.mupc.analysis import theory
-from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig, energy, errors, infer, weight_grads
-from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights, multipliers
+from pipeline.studies.mupc.engine import hessian as hz
+from pipeline.studies.mupc.engine.energy import EnergyTerms, InferenceConfig, energy, errors, infer, weight_grads
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights, multipliers
 
 CASES = list(itertools.product([False, True], ["sp", "mupc"]))
 

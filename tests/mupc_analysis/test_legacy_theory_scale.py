@@ -5,8 +5,8 @@ import math
 
 import torch
 
-from pipeline.studies.mupc import hessian
-from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
+from pipeline.studies.mupc.engine import hessian
+from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights
 
 
 def _blocks(legacy: bool, skips: bool = False):

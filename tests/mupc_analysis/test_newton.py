@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline.studies.mupc import hessian as hz
 from pipeline.studies.mupc.analysis import cost, newton, theory
 from pipeline.studies.mupc.analysis.train import theory_run
-from pipeline.studies.mupc.energy import errors
-from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights, input_prediction, multipliers
+from pipeline.studies.mupc.engine import hessian as hz
+from pipeline.studies.mupc.engine.energy import errors
+from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights, input_prediction, multipliers
 from tests.host_reads import count_host_reads
 
 F64 = torch.float64

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.io import write_json, write_npz
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.sweeps import run_record, sweep_index
 from pipeline.writer import read_file
 

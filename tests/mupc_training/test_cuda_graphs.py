@@ -24,10 +24,10 @@ import torch
 
 import pipeline.studies.mupc.training.trainer as tr
 from pipeline.config import ConfigError
-from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig
-from pipeline.studies.mupc.iteration import GroupIteration, Outputs, compare
-from pipeline.studies.mupc.model import init_weights
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.energy import EnergyTerms, InferenceConfig
+from pipeline.studies.mupc.engine.iteration import GroupIteration, Outputs, compare
+from pipeline.studies.mupc.engine.model import init_weights
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import train as train_mod
 from pipeline.studies.mupc.training import train_keys
 from pipeline.studies.mupc.training.sweeps import expand, stack_groups

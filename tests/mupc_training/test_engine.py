@@ -5,7 +5,7 @@ import itertools
 import pytest
 import torch
 
-from pipeline.studies.mupc.energy import (
+from pipeline.studies.mupc.engine.energy import (
     EnergyTerms,
     InferenceConfig,
     activity_grad,
@@ -15,7 +15,7 @@ from pipeline.studies.mupc.energy import (
     train_loss,
     weight_grads,
 )
-from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights, multipliers
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights, multipliers
 
 
 def _setup(act: str, skips: bool, param: str, H: int = 4, R: int = 2, B: int = 3):
@@ -105,7 +105,7 @@ def test_mupc_multipliers():
 
 def test_stacked_weights_are_the_same_drawn_in_parallel_or_one_seed_after_another(monkeypatch):
     """init_weights draws its seeds in threads: each from its own generator, so the numbers are the serial ones."""
-    from pipeline.studies.mupc.model import NetSpec, init_weights
+    from pipeline.studies.mupc.engine.model import NetSpec, init_weights
 
     for init in ("standard_gauss", "orthogonal", "standard"):
         spec = NetSpec(D=20, N=8, H=4, d_y=3, act="tanh", skips=True, param="mupc", init=init)

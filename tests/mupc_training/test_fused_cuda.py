@@ -53,7 +53,7 @@ def test_other_tiles_on_cuda(monkeypatch, text):
     """Settings that ``benchmarks/fused_tiles.py`` sweeps, compiled for CUDA: wider tiles, K tiles of 32 and 64,
     eight warps, deeper pipelines; float32 (TF32 off) to its round-off, float64 to 1e-10, against the standard
     route."""
-    from pipeline.studies.mupc import fused
+    from pipeline.studies.mupc.engine import fused
 
     torch.backends.cuda.matmul.allow_tf32 = False
     for dtype, B, tol in ((torch.float32, 10, 2e-4), (torch.float64, 66, 1e-10)):

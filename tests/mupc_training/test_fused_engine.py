@@ -1,4 +1,4 @@
-"""The engine's ``fused`` route (``energy.PCEngine(route="fused")``, Triton kernels in ``mupc/fused.py``) against
+"""The engine's ``fused`` route (``energy.PCEngine(route="fused")``, Triton kernels in ``mupc/engine/fused.py``) against
 the standard route, on the CPU under Triton's interpreter: the same activities, gradient norms, convergence
 counts, errors and weight gradients over whole training iterations (float64 to 1e-10, float32 to float32's
 round-off), linear/tanh/relu, with and without skips, SP and μPC, GD and Adam, the front below, at and above
@@ -21,9 +21,9 @@ if not torch.cuda.is_available():
 
 pytest.importorskip("triton")
 
-from pipeline.studies.mupc import fused
-from pipeline.studies.mupc.energy import InferenceConfig, PCEngine, check_route
-from pipeline.studies.mupc.model import Weights
+from pipeline.studies.mupc.engine import fused
+from pipeline.studies.mupc.engine.energy import InferenceConfig, PCEngine, check_route
+from pipeline.studies.mupc.engine.model import Weights
 from tests.host_reads import count_host_reads
 from tests.mupc_training.test_layer_batched_engine import engine_iterations, setup
 

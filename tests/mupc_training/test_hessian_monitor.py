@@ -12,7 +12,7 @@ import torch
 
 from pipeline.config import ConfigError, load_section, read_tree
 from pipeline.contract import Context
-from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
+from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights
 from pipeline.studies.mupc.training import cost as mupc_cost
 from pipeline.studies.mupc.training import hessian_monitor as hm
 from pipeline.studies.mupc.training import train as train_mod

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import torch
 
-import pipeline.studies.mupc.iteration as itm
-from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig
-from pipeline.studies.mupc.iteration import GroupIteration, Outputs, cuda_capture, stash_fits
-from pipeline.studies.mupc.model import NetSpec, init_weights
+import pipeline.studies.mupc.engine.iteration as itm
+from pipeline.studies.mupc.engine.energy import EnergyTerms, InferenceConfig
+from pipeline.studies.mupc.engine.iteration import GroupIteration, Outputs, cuda_capture, stash_fits
+from pipeline.studies.mupc.engine.model import NetSpec, init_weights
 from tests.mupc_training.test_cuda_graphs import replaying_capture
 
 F64 = torch.float64

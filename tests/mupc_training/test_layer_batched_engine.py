@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import pipeline.studies.mupc.training.trainer as tr
-from pipeline.studies.mupc.energy import (
+from pipeline.studies.mupc.engine.energy import (
     Adam,
     InferenceConfig,
     InPlaceAdam,
@@ -18,8 +18,8 @@ from pipeline.studies.mupc.energy import (
     sqrt_floor,
     weight_grads,
 )
-from pipeline.studies.mupc.model import NetSpec, Weights, dphi, feedforward, init_weights, multipliers, phi
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, dphi, feedforward, init_weights, multipliers, phi
+from pipeline.studies.mupc.engine.runs import RunConfig
 
 F64 = torch.float64
 

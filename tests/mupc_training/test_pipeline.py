@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.graph import target
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.runs import RunConfig
 
 # skips, rather than breaks, collection where MLflow is absent (a bare GPU machine's `pytest -m gpu`)
 MlflowClient = pytest.importorskip("mlflow.tracking").MlflowClient

@@ -17,9 +17,9 @@ import torch
 
 from pipeline.config import ConfigError, load_section, read_tree
 from pipeline.contract import Context, Output
-from pipeline.studies.mupc.energy import energy
-from pipeline.studies.mupc.model import NetSpec, feedforward, init_weights
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.energy import energy
+from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
 from pipeline.studies.mupc.training import train as train_mod
 from pipeline.studies.mupc.training import trainer as tr
@@ -178,7 +178,7 @@ def test_sweeps_must_match_sweep_ids_and_families_their_sweeps():
 @pytest.mark.parametrize("act,skips,param,decay", [("tanh", True, "mupc", 0.0), ("relu", False, "sp", 0.0),
                                                      ("linear", True, "sp", 0.5), ("tanh", False, "sp", 0.0)])
 def test_hessian_blocks_match_autodiff(act, skips, param, decay):
-    from pipeline.studies.mupc.energy import EnergyTerms
+    from pipeline.studies.mupc.engine.energy import EnergyTerms
 
     spec = NetSpec(D=5, N=4, H=3, d_y=3, act=act, skips=skips, param=param,
                    init="standard_gauss" if param == "mupc" else "standard")

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline import claims
 from pipeline.config import load_section, read_tree
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.claims import CLAIMS, fam
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.extract import extract_family

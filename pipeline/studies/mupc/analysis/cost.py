@@ -4,7 +4,7 @@
   eigen-solve (full spectra on the slices N = max or H = max, else the extremes), by the route the cell
   takes (dense up to ``dense_max_n``, else ``spectrum_backend`` on the device or the structured extremes); linear
   networks add the theory blocks, the block-diagonal spectra (H eigvalsh of N×N) and the off-diagonal
-  part's spectrum or extremes. The counts are ``pipeline/studies/mupc/cost.py``'s.
+  part's spectrum or extremes. The counts are ``pipeline/studies/mupc/engine/cost.py``'s.
 * ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): ``checks`` feed-forwards
   of a batch, ``checks − 1`` backward passes (2 feed-forwards each), and at each check the exact
   spectral norm (singular values, 4mn² − 4n³/3 for m ≥ n) of 5 weights per run.
@@ -27,7 +27,7 @@ from typing import Any
 from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams, theory_device, theory_threads
 from pipeline.studies.mupc.analysis.layout import hessian_configs, is_slice, spectrum_routes
-from pipeline.studies.mupc.cost import blocks_flops, dense_flops, eig_flops
+from pipeline.studies.mupc.engine.cost import blocks_flops, dense_flops, eig_flops
 
 # GD steps a tanh/relu equilibrium takes to tol 1e-8: the order of the median measured at initialisation on
 # an MNIST batch of 64 (628–5,454 steps for N = 4–128, H = 4, SP and μPC, most 1,000–1,800; the smoke

@@ -43,7 +43,7 @@ from pipeline.studies.mupc.analysis.layout import (
     hessian_key,
     theory_key,
 )
-from pipeline.studies.mupc.runs import fmt_num
+from pipeline.studies.mupc.engine.runs import fmt_num
 from pipeline.studies.mupc.training.panels import Panels
 
 #: the phase diagrams (F2, F4, F26) are matplotlib, as the notebook draws them (``imshow``); every other family

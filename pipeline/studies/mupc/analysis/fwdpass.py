@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from pipeline.studies.mupc.energy import Adam
-from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine.energy import Adam
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights
 
 VARIANTS = {  # name -> (param, init, skips)
     "sp_no_skips": ("sp", "standard", False),

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from pipeline.studies.mupc.analysis.config import HessianParams
-from pipeline.studies.mupc.runs import fmt_num
+from pipeline.studies.mupc.engine.runs import fmt_num
 
 # fwd_pass.npz holds one ``<metric>_per_N_L`` array per metric, shape [5 layers, checks, widths, depths]
 FWD_METRICS = ("avg_activity_l1", "avg_activity_l2", "param_l2_norms", "param_spectral_norms")

@@ -47,8 +47,8 @@ from pipeline.studies.mupc.analysis.theory import (
     relu_residual,
     sample_energies,
 )
-from pipeline.studies.mupc.energy import errors
-from pipeline.studies.mupc.model import Multipliers, NetSpec, Weights, ddphi, dphi, input_prediction, multipliers
+from pipeline.studies.mupc.engine.energy import errors
+from pipeline.studies.mupc.engine.model import Multipliers, NetSpec, Weights, ddphi, dphi, input_prediction, multipliers
 
 # Step sizes tried at once by the line search, largest first; the largest that decreases the energy enough
 # (Armijo, c = 1e-4) is taken.

@@ -9,12 +9,12 @@ from collections.abc import Callable
 import torch
 
 from pipeline.device import cpu_threads
-from pipeline.studies.mupc import hessian as hz
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
 from pipeline.studies.mupc.analysis.cost import D_Y, D, ffwd_flops, spectral_flops, theory_flops
 from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
-from pipeline.studies.mupc.cost import blocks_flops, eig_flops
-from pipeline.studies.mupc.model import Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine import hessian as hz
+from pipeline.studies.mupc.engine.cost import blocks_flops, eig_flops
+from pipeline.studies.mupc.engine.model import Weights, feedforward, init_weights
 
 Step = tuple[Callable[[], None], float]
 EQ_PROBE_STEPS = 200  # GD steps of a probed equilibrium (their rate is what the estimate needs)

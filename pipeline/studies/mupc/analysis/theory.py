@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-from pipeline.studies.mupc.energy import activity_grad, errors
-from pipeline.studies.mupc.hessian import Blocks, theory_blocks
-from pipeline.studies.mupc.model import (
+from pipeline.studies.mupc.engine.energy import activity_grad, errors
+from pipeline.studies.mupc.engine.hessian import Blocks, theory_blocks
+from pipeline.studies.mupc.engine.model import (
     Multipliers,
     NetSpec,
     Weights,

@@ -19,7 +19,6 @@ import torch
 from pipeline.contract import Context, Output, Run
 from pipeline.data import load_split, normalised
 from pipeline.device import cpu_threads
-from pipeline.studies.mupc import hessian
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
 from pipeline.studies.mupc.analysis.config import (
     THEORY_CPU_MAX_WIDTH,
@@ -38,8 +37,9 @@ from pipeline.studies.mupc.analysis.layout import (
     spectrum_routes,
     theory_key,
 )
-from pipeline.studies.mupc.energy import Adam, EnergyTerms, energy, errors, weight_grads
-from pipeline.studies.mupc.model import NetSpec, Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine import hessian
+from pipeline.studies.mupc.engine.energy import Adam, EnergyTerms, energy, errors, weight_grads
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights
 
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 

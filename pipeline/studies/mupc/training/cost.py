@@ -19,7 +19,8 @@ but the calibration times whole steps, so its time is in the estimate. With B = 
 * the Hessian monitor (``metrics: hessian``), per run at initialisation and at every evaluation
   (:func:`hessian_flops`, n = N·H): the blocks, then up to ``hessian_dense_max_n`` (the value for the device
   estimated for) a dense ``eigvalsh`` (4n³/3, eigenvalues only; ≈ 9n³ with eigenvectors), above it the
-  structured extremes (Lanczos and a banded Cholesky, O(nN²)); the counts are ``pipeline/studies/mupc/cost.py``'s.
+  structured extremes (Lanczos and a banded Cholesky, O(nN²)); the counts are
+  ``pipeline/studies/mupc/engine/cost.py``'s.
 
 Iterations per epoch: ``n_train // 64`` (drop_last; ``data.n_train``, null = the 60,000 images of either
 dataset). Every run is counted for all its iterations: runs that stop early (diverged, no learning) cost
@@ -32,8 +33,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline.contract import Cost, Work
-from pipeline.studies.mupc.cost import blocks_flops, eig_flops
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.cost import blocks_flops, eig_flops
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.sweeps import (
     CONFIG_FILE,
@@ -70,7 +71,7 @@ def iteration_flops(N: int, H: int, T: int, B: int = 64, D: int = D, d_y: int = 
 # μ_ℓ's copy 2, its ``baddbmm`` 3, ε = z − μ 3, ε_ℓ − s·ε_{ℓ+1} 3, Jᵀε's ``bmm`` 2, its ``addcmul`` 4, the norm 1,
 # the update 3; linear has no φ or φ' and accumulates Jᵀε into G (3 instead of 2 + 4).
 ENGINE_ACTIVITY_PASSES = {"relu": 25, "tanh": 25, "linear": 18}
-# The fused route (``energy.PCEngine(route="fused")``, ``mupc/fused.py``), GD, with skips (without: 7): the error
+# The fused route (``energy.PCEngine(route="fused")``, ``mupc/engine/fused.py``), GD, with skips (without: 7): the error
 # kernel reads z_{ℓ−1} (the product's operand, φ applied as it loads; its skip term 1 more), z_ℓ and writes ε_ℓ
 # (4); the gradient kernel reads ε_{ℓ+1} (the operand; its skip term 1 more), ε_ℓ and z_ℓ and writes z_ℓ (5); the
 # norm partials are a few numbers per tile. Adam reads and writes its two moments besides (+4). Any activation.
@@ -88,7 +89,7 @@ def iteration_bytes(N: int, H: int, T: int, act: str, R: int = 1, B: int = 64, i
                     route: str = "engine") -> float:
     """Bytes that one PC training iteration of a stack of ``R`` runs moves to and from device memory, the
     hidden layers' terms (input and read-out layers left out: < 1 % at N = 512): ``route`` ``engine`` as
-    :class:`~pipeline.studies.mupc.energy.PCEngine` does it, ``fused`` as its fused route does (each weight read
+    :class:`~pipeline.studies.mupc.engine.energy.PCEngine` does it, ``fused`` as its fused route does (each weight read
     twice per step still, the element-wise work in the products' kernels), or ``floor``, each weight read once and each
     activity read and written once per inference step. Both follow the inference front (step t touches the
     top min(t, H − 1) hidden products and min(t + 1, H) activity rows), as the engine does from the

@@ -23,7 +23,7 @@ import plotly.graph_objects as go
 
 from pipeline.contract import Context, Figure, Output
 from pipeline.plotting import palette
-from pipeline.studies.mupc.runs import RunConfig, fmt_num
+from pipeline.studies.mupc.engine.runs import RunConfig, fmt_num
 from pipeline.studies.mupc.training import aggregate as ag
 from pipeline.studies.mupc.training.config import FiguresParams, Restriction
 from pipeline.studies.mupc.training.families import FAMILIES

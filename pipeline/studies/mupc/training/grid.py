@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import aggregate as ag
 from pipeline.studies.mupc.training.config import FiguresParams, Restriction
 from pipeline.studies.mupc.training.source import RenderError, Sweeps

@@ -9,7 +9,7 @@ form, batched over the runs, in torch:
 
 with A_h unit lower block-bidiagonal (sub-diagonal −J_ℓ, the hidden Jacobians J_ℓ = a W diag(φ') + s I),
 V = [0 … 0, −J_L] the read-out row (d_y × N) and Δ diagonal (the curvature term of spec §2.2 and the
-activity decay). This is the block formula of :func:`pipeline.studies.mupc.hessian.hessian_blocks`
+activity decay). This is the block formula of :func:`pipeline.studies.mupc.engine.hessian.hessian_blocks`
 written as residual Jacobians, so the N×N blocks (and their N³ products) are never formed:
 
 * **mat-vec** H_z v = Aᵀ(A v) + Δ v: two batched products with the hidden weights (2·N²·(H−1) per run);
@@ -48,10 +48,10 @@ from typing import NamedTuple
 
 import torch
 
-from pipeline.studies.mupc.energy import errors
-from pipeline.studies.mupc.hessian import Blocks, hessian_blocks, to_dense
-from pipeline.studies.mupc.hessian import extremes as scipy_extremes
-from pipeline.studies.mupc.model import NetSpec, Weights, ddphi, dphi, multipliers
+from pipeline.studies.mupc.engine.energy import errors
+from pipeline.studies.mupc.engine.hessian import Blocks, hessian_blocks, to_dense
+from pipeline.studies.mupc.engine.hessian import extremes as scipy_extremes
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, ddphi, dphi, multipliers
 
 
 class Steps(NamedTuple):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.studies.mupc.runs import fmt_num
+from pipeline.studies.mupc.engine.runs import fmt_num
 from pipeline.studies.mupc.training import aggregate as ag
 from pipeline.studies.mupc.training.grid import (
     PC_FILL,

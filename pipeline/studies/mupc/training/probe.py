@@ -21,10 +21,10 @@ from collections.abc import Callable
 import torch
 
 from pipeline.device import cpu_threads
-from pipeline.studies.mupc.energy import Adam, EnergyTerms, InferenceConfig, PCEngine
-from pipeline.studies.mupc.iteration import GroupIteration
-from pipeline.studies.mupc.model import Weights, init_weights
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.energy import Adam, EnergyTerms, InferenceConfig, PCEngine
+from pipeline.studies.mupc.engine.iteration import GroupIteration
+from pipeline.studies.mupc.engine.model import Weights, init_weights
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
 from pipeline.studies.mupc.training.cost import (
     bp_iteration_flops,

@@ -1,6 +1,6 @@
 """Access to the training sweeps' runs for the renderers. A sweep's runs are the ones its train unit
 lists in ``index.json`` (the grid of the active profile, expanded by the sweep stage); a run's arrays
-are its ``runs/<hash>/arrays.npz`` (format in ``pipeline/studies/mupc/runs.py``). Both come through
+are its ``runs/<hash>/arrays.npz`` (format in ``pipeline/studies/mupc/engine/runs.py``). Both come through
 the stage's reader, so a renderer reads exactly the runs it selects; nothing is globbed. Tests build
 :class:`Sweeps` from explicit grids and synthetic run folders."""
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.runs import RunConfig
 
 Reader = Callable[[str, str, str], Any]  # (kind, unit, file name) -> JSON object or npz arrays
 

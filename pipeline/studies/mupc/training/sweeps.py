@@ -17,7 +17,7 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from pipeline.studies.mupc.runs import STATUSES, RunConfig
+from pipeline.studies.mupc.engine.runs import STATUSES, RunConfig
 from pipeline.studies.mupc.training.config import Grid, Sweep, TrainingParams
 
 CONFIG_FILE = "config.json"

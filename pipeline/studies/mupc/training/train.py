@@ -22,7 +22,7 @@ import torch
 
 from pipeline.contract import Context, Output, Run
 from pipeline.device import cpu_threads, set_matmul_precision
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.cost import group_flops
 from pipeline.studies.mupc.training.sweeps import (

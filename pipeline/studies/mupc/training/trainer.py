@@ -40,10 +40,10 @@ import numpy as np
 import torch
 
 from pipeline.data import load_split, normalised
-from pipeline.studies.mupc.energy import Adam, EnergyTerms, InferenceConfig, PCEngine, act_into
-from pipeline.studies.mupc.iteration import GroupIteration, Outputs, cuda_capture, graphs_available
-from pipeline.studies.mupc.model import NetSpec, Weights, init_weights, multipliers, phi
-from pipeline.studies.mupc.runs import RunConfig
+from pipeline.studies.mupc.engine.energy import Adam, EnergyTerms, InferenceConfig, PCEngine, act_into
+from pipeline.studies.mupc.engine.iteration import GroupIteration, Outputs, cuda_capture, graphs_available
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, init_weights, multipliers, phi
+from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
 from pipeline.studies.mupc.training.cost import GRAPH_MAX_STEP_BYTES, graphs_skipped
 from pipeline.studies.mupc.training.sweeps import stack_key
@@ -307,15 +307,15 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
                    cuda_graphs: bool = True, engine: str = "standard") -> list[RunResult]:
     """Train a stackable group of PC runs together; one RunResult per run (order kept).
 
-    The iteration runs on :class:`~pipeline.studies.mupc.iteration.GroupIteration`'s static buffers; the
+    The iteration runs on :class:`~pipeline.studies.mupc.engine.iteration.GroupIteration`'s static buffers; the
     weights live in its storage (hidden layers layer-major, ``[H-1, R, N, N]``) and are updated in place;
     ``it.w`` is the run-major view of that storage the other functions take. Where an evaluation point finds
     runs stopped, the group goes on with the others alone (:meth:`GroupIteration.shed`, :meth:`_Stack.select`).
     With ``cuda_graphs`` on a CUDA device the iteration is captured and replayed, captured again after
-    each shedding (after the check of :meth:`~pipeline.studies.mupc.iteration.GroupIteration.enable_graph`;
+    each shedding (after the check of :meth:`~pipeline.studies.mupc.engine.iteration.GroupIteration.enable_graph`;
     where it fails the group trains eagerly from there on); each run records ``cuda_graphs``: whether it
     trained on graphs throughout (``cuda_graphs_off``: why not). ``engine``: the engine's route (``standard`` or
-    ``fused``, :class:`~pipeline.studies.mupc.energy.PCEngine`), recorded by each run."""
+    ``fused``, :class:`~pipeline.studies.mupc.engine.energy.PCEngine`), recorded by each run."""
     t0 = time.time()
     rc0 = runs[0]
     spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])

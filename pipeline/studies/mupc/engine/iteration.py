@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from pipeline.studies.mupc.energy import EnergyTerms, InferenceConfig, InPlaceAdam, PCEngine, add_regularisers
-from pipeline.studies.mupc.model import NetSpec, Weights
+from pipeline.studies.mupc.engine.energy import EnergyTerms, InferenceConfig, InPlaceAdam, PCEngine, add_regularisers
+from pipeline.studies.mupc.engine.model import NetSpec, Weights
 
 Outputs = tuple[torch.Tensor, torch.Tensor]  # (train loss [R], n_converged [R]) of one iteration
 Capture = Callable[[Callable[[], Outputs]], tuple[Callable[[], None], Outputs]]

@@ -28,8 +28,8 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 import torch
 
-from pipeline.studies.mupc.energy import errors
-from pipeline.studies.mupc.model import Multipliers, NetSpec, Weights, ddphi, dphi, multipliers
+from pipeline.studies.mupc.engine.energy import errors
+from pipeline.studies.mupc.engine.model import Multipliers, NetSpec, Weights, ddphi, dphi, multipliers
 
 # ARPACK's relative tolerance for the extremes. Measured against dense eigvalsh (N = 128, H = 32/64 and
 # N = H = 64; sp-orthogonal linear/tanh without skips, μPC linear/relu with skips, sp relu): 1e-6 keeps the

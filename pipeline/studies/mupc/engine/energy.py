@@ -15,8 +15,8 @@ from typing import Literal
 import torch
 
 from pipeline.device import matmul_precision
-from pipeline.studies.mupc import fused
-from pipeline.studies.mupc.model import (
+from pipeline.studies.mupc.engine import fused
+from pipeline.studies.mupc.engine.model import (
     Multipliers,
     NetSpec,
     Weights,
@@ -489,7 +489,7 @@ class PCEngine:
 
     def _infer_fused(self, lr: torch.Tensor | float) -> torch.Tensor:
         """:meth:`infer` on the fused route: per step the error kernel on the hidden and output products, then
-        the gradient-and-update kernel on the rows the step moves (:mod:`~pipeline.studies.mupc.fused`). The
+        the gradient-and-update kernel on the rows the step moves (:mod:`~pipeline.studies.mupc.engine.fused`). The
         same layers as the standard route (the inference front), the same numbers to float round-off; φ, φ',
         T and G are not formed (the final :meth:`errors` forms φ and φ' for the weight gradients)."""
         cfg, B, R, H = self.cfg, self.B, self.R, self.spec.H

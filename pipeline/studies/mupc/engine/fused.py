@@ -1,4 +1,4 @@
-"""Triton kernels for :class:`~pipeline.studies.mupc.energy.PCEngine`'s ``fused`` route: one inference step in
+"""Triton kernels for :class:`~pipeline.studies.mupc.engine.energy.PCEngine`'s ``fused`` route: one inference step in
 two kernels per product instead of eight element-wise kernels and two matrix products.
 
 Why: at 64 runs of 512:128:128 the engine is bound by memory bandwidth (``benchmarks/README.md``, "the engine

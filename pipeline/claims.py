@@ -72,14 +72,14 @@ def claims_modules() -> list[str]:
 
 
 def published(params: Params) -> set[str]:
-    """The stages whose metrics file the active profile writes (families declared ``metrics=True``)."""
+    """The stages whose metrics file the active profile writes (stages declared ``metrics=True``)."""
     out = set()
     for name in registry.names():
         study = registry.load(name)
         cfg = registry.config(study, params)
-        for fam in study.families:
-            if fam.metrics:
-                out.update(stage_name(name, fam.kind, u) for u in fam.units(cfg))
+        for stage in study.stages:
+            if stage.metrics:
+                out.update(stage_name(name, stage.kind, u) for u in stage.units(cfg))
     return out
 
 

@@ -32,13 +32,13 @@ Datasets = Callable[[Any, str], Sequence[str]]
 
 @dataclass(frozen=True)
 class Units:
-    """One group of a family's units, alike: which units there are, what each reads, and the function computing
+    """One group of a stage's units, alike: which units there are, what each reads, and the function computing
     them.
 
     ``names`` lists the units of this group the profile runs; ``params`` are the resolved keys a unit reads
     (``"*"``: the whole section; ``{unit}`` stands for the unit), ``reads`` the units of the study whose
-    outputs it reads, ``datasets`` the datasets it loads. ``run`` names the function of the family's entry
-    module (default: the family's kind), ``cost`` the ``"module:function"`` that counts what a unit computes
+    outputs it reads, ``datasets`` the datasets it loads. ``run`` names the function of the stage's entry
+    module (default: the stage's kind), ``cost`` the ``"module:function"`` that counts what a unit computes
     (:class:`Cost`, for ``make plan`` and the runner's plan line, which stops a stage estimated above 24 h
     before it starts), given the device it would run on and ``previous`` (a file of the unit's earlier,
     maybe interrupted, run; None when absent), so a resumable unit counts only what is left; it lives in a
@@ -57,11 +57,11 @@ class Units:
 
 
 @dataclass(frozen=True, init=False)
-class Family:
-    """One stage family of a study: DVC stage ``<study>_<kind>``, one ``foreach`` key per unit.
+class Stage:
+    """One stage of a study: DVC stage ``<study>_<kind>``, one ``foreach`` key per unit.
 
-    ``entry`` is the module holding the functions that compute its units; the family's code dependencies
-    are that module's project imports, so keep renderers out of training modules. A family whose units
+    ``entry`` is the module holding the functions that compute its units; the stage's code dependencies
+    are that module's project imports, so keep renderers out of training modules. A stage whose units
     are alike declares them inline (``units``, ``params``, ``reads``, ``datasets``, ``cost``: the fields of
     :class:`Units`); one with units of different sorts (a study's runs and its summary) declares one
     :class:`Units` group per sort in ``groups``, each with its own function, so no code asks which unit it runs.
@@ -69,7 +69,7 @@ class Family:
     :class:`Output` parts that are written as they come (see :class:`Output.part`). ``probe`` is the module
     whose functions time one :class:`Work` step on this machine; it is imported only to calibrate (and by
     the stage, whose training code is loaded already), so it and the cost modules are code deps of the
-    family's stages.
+    stage's units.
     """
 
     kind: Kind
@@ -86,7 +86,7 @@ class Family:
                  resumable: bool = False, metrics: bool = False, tables: tuple[str, ...] = (),
                  probe: str | None = None) -> None:
         if (units is None) == (not groups):
-            raise TypeError(f"Family({kind!r}): declare its units inline (units=...) or in groups (groups=...), "
+            raise TypeError(f"Stage({kind!r}): declare its units inline (units=...) or in groups (groups=...), "
                             "not both")
         if units is not None:
             groups = (Units(units, params, reads, datasets, cost=cost, precision=precision),)
@@ -95,7 +95,7 @@ class Family:
             object.__setattr__(self, name, value)
 
     def units(self, cfg: Any) -> list[str]:
-        """Every unit of the family the profile runs, group by group."""
+        """Every unit of the stage the profile runs, group by group."""
         return [u for g in self.groups for u in g.names(cfg)]
 
     def of(self, cfg: Any, unit: str) -> Units:
@@ -132,7 +132,7 @@ class Family:
         return getattr(importlib.import_module(module), name)(cfg, unit, device)
 
     def modules(self) -> tuple[str, ...]:
-        """The study modules a stage of this family loads: its entry, and its cost and probe modules."""
+        """The study modules a unit of this stage loads: its entry, and its cost and probe modules."""
         light = (f.partition(":")[0] for g in self.groups for f in (g.cost, g.precision) if f)
         return tuple(dict.fromkeys(m for m in (self.entry, *light, self.probe) if m))
 
@@ -141,7 +141,7 @@ class Family:
 class Work:
     """One homogeneous part of a unit's compute: ``flops`` FLOPs of steps of one shape.
 
-    ``probe`` names a function of the family's probe module; called as ``probe(device=..., **shape)`` it
+    ``probe`` names a function of the stage's probe module; called as ``probe(device=..., **shape)`` it
     builds one step of this work on random data (at the shape, or scaled down where a full step would be
     slow to time) and returns ``(step, flops)``: a callable that runs the step once, and the FLOPs of the
     step it built. The planner times the step: seconds per FLOP on this device, cached per device and keyed
@@ -207,7 +207,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class Study:
-    """A study's declaration: its name (= its folder path, ``/`` as ``_``), params schema, families.
+    """A study's declaration: its name (= its folder path, ``/`` as ``_``), params schema, stages.
 
     ``claims`` names the module whose ``CLAIMS`` (a sequence of :class:`Claim`) the ``claims``
     stage checks; a name, not an import, so editing a claim reruns no training.
@@ -215,12 +215,12 @@ class Study:
 
     name: str
     schema: type
-    families: tuple[Family, ...]
+    stages: tuple[Stage, ...]
     title: str = ""
     claims: str | None = None
 
-    def family(self, kind: str) -> Family | None:
-        return next((f for f in self.families if f.kind == kind), None)
+    def stage(self, kind: str) -> Stage | None:
+        return next((f for f in self.stages if f.kind == kind), None)
 
 
 Series = tuple[Sequence[int], Sequence[float]] | tuple[Sequence[int], Sequence[float], Sequence[float]]
@@ -291,8 +291,8 @@ class Output:
     """What a stage function returns; the framework writes it into the unit's folder.
 
     ``json`` and ``arrays`` are files by name (``.json`` / ``.npz``), ``tables`` pandas DataFrames
-    written as ``.csv`` (the per-run tables a family declares in :attr:`Family.tables`); ``metrics`` go to
-    ``reports/metrics/<stage>.json`` (families declared with ``metrics=True``); ``run_metrics`` are
+    written as ``.csv`` (the per-run tables a stage declares in :attr:`Stage.tables`); ``metrics`` go to
+    ``reports/metrics/<stage>.json`` (stages declared with ``metrics=True``); ``run_metrics`` are
     logged on the stage's MLflow run, ``runs`` become its child runs; ``meta`` joins ``meta.json``.
     A part (``part`` set) is a sub-folder of a resumable unit, written as soon as it is yielded.
 
@@ -367,5 +367,5 @@ class Context:
         return self.mapper(fn, items, gpus=gpus, where=where)
 
     def previous(self, name: str) -> Any:
-        """A file this unit wrote on an earlier, maybe interrupted, run (resumable families)."""
+        """A file this unit wrote on an earlier, maybe interrupted, run (resumable stages)."""
         return self.own(name)

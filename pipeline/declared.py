@@ -1,7 +1,7 @@
 """Declarations enforced while a stage runs: its params view and its reads.
 
-``dvc.yaml`` lists, per unit, exactly the params keys and the units its family declares
-(:class:`~pipeline.contract.Family`), so a value read without a declaration would change the result
+``dvc.yaml`` lists, per unit, exactly the params keys and the units its stage declares
+(:class:`~pipeline.contract.Stage`), so a value read without a declaration would change the result
 without DVC rerunning the stage. The runner therefore hands a study a view of its section that holds
 only the declared keys (:class:`DeclaredView`) and a reader that opens only the declared units
 (:func:`declared_reader`); anything else raises :class:`UndeclaredReadError`, naming the declaration to add.
@@ -17,7 +17,7 @@ Path = tuple[str, ...]
 
 
 class UndeclaredReadError(RuntimeError):
-    """A stage read a params key or a unit its family does not declare (a bug of the study, not of
+    """A stage read a params key or a unit its stage does not declare (a bug of the study, not of
     the input; deliberately neither AttributeError nor KeyError, which ``getattr``/``.get`` swallow)."""
 
 
@@ -62,7 +62,7 @@ class DeclaredView:
             return DeclaredView(value, self._keys, path, self._where)
         declared = sorted(".".join(k) or "*" for k in self._keys)
         raise UndeclaredReadError(f"{self._where} read params key {'.'.join(path)!r}, which it does not declare "
-                             f"(declared: {declared}); add it to the family's params in the study's __init__.py "
+                             f"(declared: {declared}); add it to the stage's params in the study's __init__.py "
                              "so that dvc.yaml lists it")
 
     def __getattr__(self, name: str) -> Any:
@@ -110,13 +110,13 @@ class DeclaredView:
 
 def declared_reader(reader: Callable[[str, str, str], Any], allowed: Iterable[tuple[str, str]], where: str
                     ) -> Callable[[str, str, str], Any]:
-    """``reader`` restricted to the units the family declares it reads (``Family.reads``)."""
+    """``reader`` restricted to the units the stage declares it reads (``Stage.reads``)."""
     units = {tuple(u) for u in allowed}
 
     def read(kind: str, unit: str, name: str) -> Any:
         if (kind, unit) not in units:
             raise UndeclaredReadError(f"{where} read {name} of {kind} unit {unit!r}, which it does not declare "
-                                 f"(declared: {sorted(units)}); add ({kind!r}, {unit!r}) to the family's reads in "
+                                 f"(declared: {sorted(units)}); add ({kind!r}, {unit!r}) to the stage's reads in "
                                  "the study's __init__.py so that dvc.yaml lists it")
         return reader(kind, unit, name)
 

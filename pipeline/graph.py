@@ -1,11 +1,11 @@
 """``make dag``: write ``dvc.yaml`` from the study declarations and the params files.
 
-Each unit a study's family runs under the active profile becomes one stage
+Each unit a study's stage runs under the active profile becomes one DVC stage
 ``<study>_<kind>@<unit>``, in a file of its own, ``graph/<study>/<kind>/<unit>/dvc.yaml``
 (:func:`pipeline.paths.dvc_file`; it mirrors the unit's output folder). Its code deps are the project
 modules the stage loads: the transitive imports of ``stages/<kind>.py``, of the study's package (its
-declaration) and of the family's entry module (and of its cost and probe modules, which the runner
-loads for the plan line: ``Family.modules``). Its params deps are the keys the unit declares it reads,
+declaration) and of the stage's entry module (and of its cost and probe modules, which the runner
+loads for the plan line: ``Stage.modules``). Its params deps are the keys the unit declares it reads,
 looked up where the study's file, ``params/<study>.yaml``, writes them for the active profile (the
 base value and/or ``profiles.<profile>``), so an edit to another profile or another study reruns
 nothing. Its data deps are the datasets and the units of the study it reads. Each entry is listed once.
@@ -45,7 +45,7 @@ from pipeline.config import (
     silent_edits,
     sources_of,
 )
-from pipeline.contract import Family, Study
+from pipeline.contract import Stage, Study
 from pipeline.io import write_bytes
 from pipeline.paths import (
     STUDY_DVC_DIR,
@@ -181,12 +181,12 @@ def _full_closure(module: str) -> frozenset[str]:
 
 @functools.cache
 def _outputs_closure() -> frozenset[str]:
-    """Every module some stage lists as a dep (the stage entries and every study's package and family)."""
+    """Every module some stage lists as a dep (the stage entries and every study's package and stage)."""
     mods = [f"stages.{k}" for k in ("train", "extract", "render", "claims", "gallery", "download")]
     for name in registry.names():
         study = registry.load(name)
         mods.append(study_package(study))
-        mods += [m for fam in study.families for m in fam.modules()]
+        mods += [m for stage in study.stages for m in stage.modules()]
     return frozenset(m for mod in mods if module_file(mod) for m in closure(mod))
 
 
@@ -202,35 +202,35 @@ def study_package(study: Study) -> str:
 # ----------------------------------------------------------------------------- stages
 
 
-def unit_stage(study: Study, fam: Family, cfg: Any, params: Params, unit: str) -> dict[str, Any]:
+def unit_stage(study: Study, stage: Stage, cfg: Any, params: Params, unit: str) -> dict[str, Any]:
     """The stage of one unit: a ``foreach`` of that one unit, so DVC names it ``<study>_<kind>@<unit>``
     (the name its MLflow run, run record and metrics file share; a plain stage name cannot hold ``@``),
     with exactly the code, data and params keys it reads, each once."""
     section = params.raw[study.name]
-    code = code_deps(f"stages.{fam.kind}", study_package(study), *fam.modules())
-    data = [rel(data_dir(ds)) for ds in sorted(set(fam.datasets(cfg, unit)))]
-    data += [rel(study_dir(study.name, kind, u)) for kind, u in fam.reads(cfg, unit)]
+    code = code_deps(f"stages.{stage.kind}", study_package(study), *stage.modules())
+    data = [rel(data_dir(ds)) for ds in sorted(set(stage.datasets(cfg, unit)))]
+    data += [rel(study_dir(study.name, kind, u)) for kind, u in stage.reads(cfg, unit)]
     keys: list[str] = []
-    for key in fam.keys(cfg, unit):
+    for key in stage.keys(cfg, unit):
         keys += [f"{study.name}.{src}" for src in sources_of(section, params.profile, key)]
     keys = list(dict.fromkeys(keys))
     do: dict[str, Any] = {
-        "wdir": "/".join([".."] * len(Path(dvc_file(study.name, fam.kind, unit)).parent.parts)),
-        "cmd": f"python -m stages.{fam.kind} {study.name} {unit} --profile {params.profile}",
+        "wdir": "/".join([".."] * len(Path(dvc_file(study.name, stage.kind, unit)).parent.parts)),
+        "cmd": f"python -m stages.{stage.kind} {study.name} {unit} --profile {params.profile}",
         "deps": code + list(dict.fromkeys(data)),
     }
     # every stage reads `profile` (it refuses to run for another profile than dvc.yaml's): an edit
     # of it makes the stages run, and fail with a clear error, instead of passing for up to date.
     # The study's keys are read from its own file, params/<study>.yaml.
-    figure_keys = [f"figures.formats.{params.profile}"] if fam.kind == "render" else []
+    figure_keys = [f"figures.formats.{params.profile}"] if stage.kind == "render" else []
     do["params"] = ["profile", *figure_keys, *([{params_file(study.name): keys}] if keys else [])]
-    if fam.kind == "render":
+    if stage.kind == "render":
         do["outs"] = [{rel(figures_dir(study.name) / unit): {"persist": True}},
                       {rel(sidecar_path(study.name, unit)): {"persist": True}}]
     else:
-        do["outs"] = [{rel(study_dir(study.name, fam.kind, unit)): {"persist": True}}]
-    if fam.metrics:
-        do["metrics"] = [{rel(metrics_path(stage_name(study.name, fam.kind, unit))): {"persist": True}}]
+        do["outs"] = [{rel(study_dir(study.name, stage.kind, unit)): {"persist": True}}]
+    if stage.metrics:
+        do["metrics"] = [{rel(metrics_path(stage_name(study.name, stage.kind, unit))): {"persist": True}}]
     return {"foreach": [unit], "do": do}
 
 
@@ -242,7 +242,7 @@ def study_of(stage: str) -> str | None:
 
 def target(stage: str) -> str:
     """The argument ``dvc repro`` / ``dvc status`` take for a stage of this graph: a unit's
-    ``<file>:<study>_<kind>@<unit>``, or for a family ``<study>_<kind>`` the folder of its units' files
+    ``<file>:<study>_<kind>@<unit>``, or for a stage ``<study>_<kind>`` the folder of its units' files
     (``graph/<study>/<kind>``, which DVC takes with ``-R``)."""
     study = study_of(stage)
     if study is None:
@@ -254,7 +254,7 @@ def target(stage: str) -> str:
 
 def targets(*stages: str) -> list[str]:
     """The arguments of ``dvc repro`` / ``dvc status`` for some stages: :func:`target` of each, after
-    ``-R`` when one is a family's folder."""
+    ``-R`` when one is a stage's folder."""
     out = [target(s) for s in stages]
     return ["-R", *out] if any(study_of(s) and "@" not in s for s in stages) else out
 
@@ -273,14 +273,14 @@ def files(params: Params) -> dict[str, dict[str, Any]]:
     studies = [registry.load(name) for name in registry.names()]
     for study in studies:
         cfg = registry.config(study, params)
-        for fam in study.families:
-            for unit in fam.units(cfg):
-                per_unit[dvc_file(study.name, fam.kind, unit)] = {
-                    f"{study.name}_{fam.kind}": unit_stage(study, fam, cfg, params, unit)}
-                datasets.update(fam.datasets(cfg, unit))
-                if fam.kind == "render":
+        for stage in study.stages:
+            for unit in stage.units(cfg):
+                per_unit[dvc_file(study.name, stage.kind, unit)] = {
+                    f"{study.name}_{stage.kind}": unit_stage(study, stage, cfg, params, unit)}
+                datasets.update(stage.datasets(cfg, unit))
+                if stage.kind == "render":
                     sidecars.append(rel(sidecar_path(study.name, unit)))
-                tables.extend(rel(study_dir(study.name, fam.kind, unit) / t) for t in fam.tables)
+                tables.extend(rel(study_dir(study.name, stage.kind, unit) / t) for t in stage.tables)
     unknown = sorted(datasets - set(params.data.datasets))
     if unknown:
         raise ConfigError(f"params.yaml: data.datasets lacks {unknown}, which the studies read; "
@@ -348,8 +348,8 @@ def expected_modules(argv: list[str]) -> set[str]:
     if entry == "stages.claims":
         return set(claims_code([registry.load(n) for n in registry.names()]))
     study = registry.load(argv[1])
-    fam = study.family(Path(argv[0]).stem)
-    return set(code_deps(entry, study_package(study), *fam.modules()))
+    stage = study.stage(Path(argv[0]).stem)
+    return set(code_deps(entry, study_package(study), *stage.modules()))
 
 
 def check_trace(path: Path) -> list[str]:

@@ -42,7 +42,7 @@ STUDY_DVC_DIR = "graph"  # graph/<study>/<kind>/<unit>/dvc.yaml, with DVC's dvc.
 
 
 def dvc_dir(study: str, kind: str | None = None, unit: str | None = None) -> str:
-    """``graph/<study>[/<kind>[/<unit>]]``: where a study's (a family's, a unit's) stage files sit."""
+    """``graph/<study>[/<kind>[/<unit>]]``: where a study's (a stage's, a unit's) stage files sit."""
     return "/".join([STUDY_DVC_DIR, study, *(p for p in (kind, unit) if p)])
 
 

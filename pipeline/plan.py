@@ -1,8 +1,8 @@
 """A cost plan before compute: ``make plan`` for a whole profile, and each training stage's plan line.
 
-For every stage of a profile (every unit of every family of every study) the plan gives its runs, stacked
+For every unit of every stage of every study in a profile (a DVC stage each) the plan gives its runs, stacked
 groups, the FLOPs of its products counted from the shapes, and an estimated wall time on this machine;
-then totals per study and overall. A family declares its cost per kind of unit (:attr:`~pipeline.contract.Units.cost`):
+then totals per study and overall. A stage declares its cost per kind of unit (:attr:`~pipeline.contract.Units.cost`):
 a light function returning the unit's :class:`~pipeline.contract.Work`, each part naming a probe that times
 one step of its shape. Seconds per FLOP come from that probe, run once per distinct shape on this device
 and cached in ``.trainscape/plan/<device>.json`` (``TRAINSCAPE_PLAN_CACHE`` names another folder), keyed by
@@ -43,7 +43,7 @@ from typing import Any
 from pipeline import device as devices
 from pipeline import registry
 from pipeline.config import PROFILES, ConfigError, load_params
-from pipeline.contract import Cost, Family, Study, Work
+from pipeline.contract import Cost, Stage, Study, Work
 from pipeline.executor import side_by_side
 from pipeline.io import write_bytes
 from pipeline.paths import repo_root, stage_name, study_dir
@@ -293,26 +293,26 @@ def previous_reader(study: str, kind: str, unit: str) -> Callable[[str], Any]:
     return read
 
 
-def unit_cost(family: Family, cfg: Any, unit: str, device: str, previous: Callable[[str], Any] | None) -> Cost:
-    module, _, name = (family.cost(cfg, unit) or "").partition(":")
+def unit_cost(stage: Stage, cfg: Any, unit: str, device: str, previous: Callable[[str], Any] | None) -> Cost:
+    module, _, name = (stage.cost(cfg, unit) or "").partition(":")
     return getattr(importlib.import_module(module), name)(cfg, unit, device, previous)
 
 
-def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: Calibration,
+def plan_stage(study: Study, stage: Stage, cfg: Any, unit: str, calibration: Calibration,
                previous: Callable[[str], Any] | None = None) -> StagePlan:
     """The plan of one unit: its cost, each work's estimate on the calibration's device (a shape missing
     from the cache is probed now), the fixed part."""
-    plan = StagePlan(study.name, family.kind, unit, seconds=FIXED_SECONDS[family.kind])
-    if not family.cost(cfg, unit):
-        plan.note = "fixed: process start-up and small work" if family.kind != "train" else "no cost declared"
+    plan = StagePlan(study.name, stage.kind, unit, seconds=FIXED_SECONDS[stage.kind])
+    if not stage.cost(cfg, unit):
+        plan.note = "fixed: process start-up and small work" if stage.kind != "train" else "no cost declared"
         return plan
-    cost = unit_cost(family, cfg, unit, calibration.device, previous)
+    cost = unit_cost(stage, cfg, unit, calibration.device, previous)
     plan.runs, plan.groups, plan.flops, plan.note, plan.calibrated = cost.runs, cost.groups, cost.flops, cost.note, True
     failed: dict[str, list[str]] = {}  # why -> the works it left out
     for w in cost.work:
-        rate = calibration.rate(family.probe or "", w, shared=cost.parallel) if w.flops else 0.0
+        rate = calibration.rate(stage.probe or "", w, shared=cost.parallel) if w.flops else 0.0
         if rate is None:
-            failed.setdefault(calibration.failed[calibration.key(family.probe or "", w, cost.parallel)], []
+            failed.setdefault(calibration.failed[calibration.key(stage.probe or "", w, cost.parallel)], []
                               ).append(w.label)
             plan.unestimated += 1
         seconds = w.flops * (rate or 0.0)
@@ -321,7 +321,7 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
     if cost.parallel and calibration.workers > 1:
         tasks = [seconds / w.tasks for w, seconds in plan.work for _ in range(w.tasks)]
         gpu = sum(seconds for w, seconds in plan.work if not calibration.on_cpu(w))  # one device: one at a time
-        plan.seconds = FIXED_SECONDS[family.kind] + max(makespan(tasks, calibration.workers), gpu)
+        plan.seconds = FIXED_SECONDS[stage.kind] + max(makespan(tasks, calibration.workers), gpu)
         share = f", {_count(calibration.cores, 'core')} each" if calibration.cores else ""
         plan.note += (f"; {calibration.workers} worker processes side by side (TRAINSCAPE_EXECUTOR=processes"
                       f"{share}): the tasks' sum {fmt_seconds(sum(tasks))}"
@@ -337,7 +337,7 @@ def plan_stage(study: Study, family: Family, cfg: Any, unit: str, calibration: C
 def plan_profile(profile: str | None = None, device: str | None = None, root: str | Path | None = None,
                  stages: Collection[str] | None = None, recorded: Path | None = None
                  ) -> tuple[str, list[StagePlan], Calibration]:
-    """Every stage of ``profile`` (default: the active one), study by study, family by family; with
+    """Every stage of ``profile`` (default: the active one), study by study, stage by stage; with
     ``stages``, only those whose name matches one of these shell patterns (a slice built on its own); with
     ``recorded``, on the device of that cache file and from its rates alone."""
     params = load_params(root)
@@ -347,34 +347,34 @@ def plan_profile(profile: str | None = None, device: str | None = None, root: st
     for name in registry.names():
         study = registry.load(name)
         cfg = registry.config(study, params, profile)
-        for family in study.families:
-            for unit in family.units(cfg):
-                name_ = stage_name(name, family.kind, unit)
+        for stage in study.stages:
+            for unit in stage.units(cfg):
+                name_ = stage_name(name, stage.kind, unit)
                 if stages is not None and not any(fnmatch.fnmatchcase(name_, pat) for pat in stages):
                     continue
-                prev = previous_reader(name, family.kind, unit) if family.resumable else None
-                plans.append(plan_stage(study, family, cfg, unit, calibration, prev))
+                prev = previous_reader(name, stage.kind, unit) if stage.resumable else None
+                plans.append(plan_stage(study, stage, cfg, unit, calibration, prev))
     return profile, plans, calibration
 
 
 # ----------------------------------------------------------------------------- the runner's check
 
 
-def before_stage(study: Study, family: Family, cfg: Any, unit: str, device: str,
+def before_stage(study: Study, stage: Stage, cfg: Any, unit: str, device: str,
                  log: Callable[[str], None]) -> StagePlan | None:
     """The runner's check: log the stage's plan line, and stop a stage estimated above 24 h (a
-    :class:`ConfigError`: one line, exit 2) unless ``TRAINSCAPE_ALLOW_LONG=1``. None when the family declares
+    :class:`ConfigError`: one line, exit 2) unless ``TRAINSCAPE_ALLOW_LONG=1``. None when the stage declares
     no cost. Shapes the cache lacks are probed now, however small the stage: a probe costs a fraction of a
     second once per machine, while a bound at a guessed slowest rate read as hours for stages of seconds.
     The probe module is loaded whether or not the cache holds the stage's shapes, so the stage loads
     exactly its code deps either way."""
-    if not family.cost(cfg, unit):
+    if not stage.cost(cfg, unit):
         return None
-    if family.probe:
-        importlib.import_module(family.probe)
+    if stage.probe:
+        importlib.import_module(stage.probe)
     cal = Calibration(device)
-    prev = previous_reader(study.name, family.kind, unit) if family.resumable else None
-    plan = plan_stage(study, family, cfg, unit, cal, prev)
+    prev = previous_reader(study.name, stage.kind, unit) if stage.resumable else None
+    plan = plan_stage(study, stage, cfg, unit, cal, prev)
     log(plan_line(plan, cal))
     if plan.seconds > LONG_SECONDS and os.environ.get(ALLOW_LONG_ENV, "") != "1":
         gpu = "" if device.startswith("cuda") else "run it on a GPU (TRAINSCAPE_DEVICE=cuda), or "

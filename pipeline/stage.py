@@ -1,4 +1,4 @@
-"""The runner: one unit of one study's stage family, from validated params to written results.
+"""The runner: one unit of one study's stage, from validated params to written results.
 
 ``python -m stages.<kind> <study> <unit> --profile <p>`` (the command ``dvc.yaml`` holds) comes
 here. Everything that can be wrong with the input is checked before any compute: the profile
@@ -32,7 +32,7 @@ from pipeline.config import (
     params_file,
     params_hash,
 )
-from pipeline.contract import Context, Family, Output, Study
+from pipeline.contract import Context, Output, Stage, Study
 from pipeline.declared import DeclaredView, declared_reader, key_paths
 from pipeline.executor import ClusterLostError, executor_name, mapper
 from pipeline.io import WriteError
@@ -48,7 +48,7 @@ class Prepared:
 
     params: Params
     study: Study
-    family: Family
+    stage: Stage
     cfg: Any
     unit: str
     fn: Callable[[Context, str], Any]
@@ -56,8 +56,8 @@ class Prepared:
     device: str = "cpu"
 
     @property
-    def stage(self) -> str:
-        return stage_name(self.study.name, self.family.kind, self.unit)
+    def name(self) -> str:
+        return stage_name(self.study.name, self.stage.kind, self.unit)
 
 
 def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
@@ -71,24 +71,24 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
         raise ConfigError(f"params.yaml: profile = {params.profile!r} is not allowed here; allowed: {profile!r}, "
                           f"the profile dvc.yaml was generated for (switch with `make profile P={params.profile}`)")
     study = registry.load(study_name)
-    family = study.family(kind)
-    if family is None:
+    stage = study.stage(kind)
+    if stage is None:
         raise ConfigError(f"study {study_name!r} has no {kind} stage; it has "
-                          f"{[f.kind for f in study.families]}")
+                          f"{[f.kind for f in study.stages]}")
     cfg = registry.config(study, params)
-    units = list(family.units(cfg))
+    units = list(stage.units(cfg))
     if unit not in units:
         raise ConfigError(f"{params_file(study_name)}: {study_name} has no {kind} unit {unit!r} under profile "
                           f"{params.profile!r}; allowed: {units}")
-    for src_kind, src_unit in family.reads(cfg, unit):  # every declared input exists before any compute
+    for src_kind, src_unit in stage.reads(cfg, unit):  # every declared input exists before any compute
         meta = study_dir(study_name, src_kind, src_unit) / "meta.json"
         if not meta.exists():
             target = dvc_target(study_name, src_kind, src_unit)
             raise MissingInputError(f"{study_name}: {src_kind} unit {src_unit!r} has not been built "
                                     f"({meta} is missing); run `dvc repro {target}`")
-    fn = getattr(importlib.import_module(family.entry), family.function(cfg, unit))
+    fn = getattr(importlib.import_module(stage.entry), stage.function(cfg, unit))
     # after the entry's import: torch is loaded exactly when the stage's code uses it
-    return Prepared(params, study, family, cfg, unit, fn, executor_name(), devices.resolve())
+    return Prepared(params, study, stage, cfg, unit, fn, executor_name(), devices.resolve())
 
 
 def _reader(study: str) -> Callable[[str, str, str], Any]:
@@ -108,7 +108,7 @@ RenderWriter = Callable[..., Any]
 def device_record(p: Prepared) -> dict[str, Any]:
     """Set the unit's declared float32 matmul precision on its device, then describe the device: the
     record (``meta.json``, MLflow tags) says what the unit computes in, not torch's defaults."""
-    declared = p.family.precision(p.cfg, p.unit, p.device)
+    declared = p.stage.precision(p.cfg, p.unit, p.device)
     if declared is not None:
         devices.set_matmul_precision(p.device, declared)
     return devices.describe(p.device)
@@ -159,11 +159,11 @@ def begin(p: Prepared) -> Started:
     """The plan line (a stage estimated above 24 h stops here, before any compute, unless
     TRAINSCAPE_ALLOW_LONG=1), the data checksums, the run's tags and the outputs' provenance, and for a
     training unit the device at its declared precision."""
-    name = p.stage
-    planning.before_stage(p.study, p.family, p.cfg, p.unit, p.device, lambda msg: print(f"[{name}] {msg}", flush=True))
-    sums = data_checksums(tuple(p.family.datasets(p.cfg, p.unit)))
+    name = p.name
+    planning.before_stage(p.study, p.stage, p.cfg, p.unit, p.device, lambda msg: print(f"[{name}] {msg}", flush=True))
+    sums = data_checksums(tuple(p.stage.datasets(p.cfg, p.unit)))
     phash = params_hash(p.cfg)
-    hardware = device_record(p) if p.family.kind == "train" else None
+    hardware = device_record(p) if p.stage.kind == "train" else None
     tags = run_tags(study=p.study.name, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
     if hardware:  # where a training stage ran and at which float32 matmul precision
         tags = {**tags, **{f"device.{k}": str(v) for k, v in hardware.items() if v is not None}}
@@ -174,16 +174,16 @@ def begin(p: Prepared) -> Started:
 
 
 def context(p: Prepared, started: Started) -> Context:
-    """What the study's function sees: only what its family declares (what dvc.yaml lists for the unit)."""
-    study, kind, unit = p.study.name, p.family.kind, p.unit
+    """What the study's function sees: only what its stage declares (what dvc.yaml lists for the unit)."""
+    study, kind, unit = p.study.name, p.stage.kind, p.unit
     out_dir = study_dir(study, kind, unit)
 
     def own(fname: str) -> Any:
         path = out_dir / fname
         return read_file(path) if path.exists() else None
 
-    view = DeclaredView(p.cfg, key_paths(p.family.keys(p.cfg, unit)), where=started.name)
-    reader = declared_reader(_reader(study), p.family.reads(p.cfg, unit), started.name)
+    view = DeclaredView(p.cfg, key_paths(p.stage.keys(p.cfg, unit)), where=started.name)
+    reader = declared_reader(_reader(study), p.stage.reads(p.cfg, unit), started.name)
     ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=view, device=p.device,
                   stage=started.name, provenance=started.provenance, reader=reader, own=own,
                   log=lambda msg: print(f"[{started.name}] {msg}", flush=True), progress=progress.bars(started.name),
@@ -209,28 +209,28 @@ def run_unit(p: Prepared, ctx: Context, tracker: Tracker, started: Started) -> R
             break
         finally:
             study_seconds += time.perf_counter() - computing
-        if not p.family.resumable or part.part is None:
-            raise TypeError(f"{started.name}: only resumable families yield parts, each with Output.part set")
-        write_part(p.study.name, p.family.kind, p.unit, part, tracker, started.provenance)
-    missing = [t for t in p.family.tables if t not in final.tables]
+        if not p.stage.resumable or part.part is None:
+            raise TypeError(f"{started.name}: only resumable stages yield parts, each with Output.part set")
+        write_part(p.study.name, p.stage.kind, p.unit, part, tracker, started.provenance)
+    missing = [t for t in p.stage.tables if t not in final.tables]
     if missing:
-        raise TypeError(f"{started.name}: the family declares the tables {missing} but the output has none of them")
-    if p.family.metrics and final.metrics is None:
-        raise TypeError(f"{started.name}: the family declares metrics but the output has none")
+        raise TypeError(f"{started.name}: the stage declares the tables {missing} but the output has none of them")
+    if p.stage.metrics and final.metrics is None:
+        raise TypeError(f"{started.name}: the stage declares metrics but the output has none")
     return Ran(final, first_line, time.time(), study_seconds)
 
 
 def write(p: Prepared, final: Output, tracker: Tracker, started: Started, render_writer: RenderWriter | None) -> None:
     """The unit's outputs: figures and their sidecar (render) or its folder, and its metrics file."""
-    study, kind, unit = p.study.name, p.family.kind, p.unit
+    study, kind, unit = p.study.name, p.stage.kind, p.unit
     if kind == "render":
         if render_writer is None:
             raise TypeError(f"{started.name}: a render unit needs the figure writer")
         metas = {src: _reader(study)(*src, "meta.json") for f in final.figures for src in f.sources}
         render_writer(study, unit, final, tracker, started.provenance, metas, p.params.figures.of(p.params.profile))
     else:
-        write_unit(study, kind, unit, final, tracker, started.provenance, in_place=p.family.resumable)
-    if p.family.metrics:
+        write_unit(study, kind, unit, final, tracker, started.provenance, in_place=p.stage.resumable)
+    if p.stage.metrics:
         write_metrics(started.name, final.metrics)
 
 
@@ -308,12 +308,12 @@ def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter |
         return 2
     except WriteError as exc:  # a full disk: one line, not a traceback; what was written stays
         folder = study_dir(prepared.study.name, kind, prepared.unit)
-        kept = (finished_parts(folder), folder) if prepared.family.resumable else None
-        print(write_failed_line(prepared.stage, exc, dvc_target(prepared.study.name, kind, prepared.unit), kept),
+        kept = (finished_parts(folder), folder) if prepared.stage.resumable else None
+        print(write_failed_line(prepared.name, exc, dvc_target(prepared.study.name, kind, prepared.unit), kept),
               file=sys.stderr, flush=True)
         return WRITE_FAILED
     except ClusterLostError as exc:  # the parts written so far stay; the run record and journal are closed
-        print(f"error: {prepared.stage}: {exc}", file=sys.stderr, flush=True)
+        print(f"error: {prepared.name}: {exc}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(3)  # not Ray's exit hooks: they wait for the lost head, then abort with a C++ message
     return 0

@@ -24,22 +24,22 @@ from stages import finish
 
 
 def tables(names: list[str], params: Params) -> list[dict[str, Any]]:
-    """The per-run tables the studies declare (:attr:`Family.tables`): file, stage, rows and columns."""
+    """The per-run tables the studies declare (:attr:`Stage.tables`): file, stage, rows and columns."""
     out = []
     for name in names:
         study = registry.load(name)
         cfg = registry.config(study, params)
-        for fam in study.families:
-            for unit in fam.units(cfg) if fam.tables else ():
-                for table in fam.tables:
-                    path = study_dir(name, fam.kind, unit) / table
+        for stage in study.stages:
+            for unit in stage.units(cfg) if stage.tables else ():
+                for table in stage.tables:
+                    path = study_dir(name, stage.kind, unit) / table
                     if not path.exists():
                         continue
                     with open(path, newline="") as fh:
                         lines = list(csv.reader(fh))
                     header, rows = (lines[0], lines[1:]) if lines else ([], [])
                     out.append({"id": f"{name}/{unit}/{table}", "study": name,
-                                "stage": stage_name(name, fam.kind, unit), "file": rel(path),
+                                "stage": stage_name(name, stage.kind, unit), "file": rel(path),
                                 "rows": len(rows), "columns": header})
     return out
 
@@ -51,7 +51,7 @@ def main(studies: list[str]) -> int:
         sidecars = []
         for name in names:
             study = registry.load(name)
-            render = study.family("render")
+            render = study.stage("render")
             if render is None:
                 continue
             for unit in render.units(registry.config(study, params)):

@@ -199,7 +199,7 @@ def test_expectations_per_profile_carry_reasons():
 
 def _all_render_units(study) -> set[str]:
     raw = read_tree(ROOT)
-    render = study.family("render")
+    render = study.stage("render")
     out: set[str] = set()
     for profile in PROFILES:
         params = parse_params({**raw, "profile": profile})

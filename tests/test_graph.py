@@ -19,8 +19,8 @@ WRITERS = {"pipeline.io", "pipeline.paths", "pipeline.stage", "pipeline.writer",
 def test_committed_dvc_yaml_files_are_what_make_dag_writes():
     params = load_params(ROOT)
     wanted = graph.render_files(params)
-    units = {graph.dvc_file(n, fam.kind, u) for n in registry.names() for fam in registry.load(n).families
-             for u in fam.units(registry.config(registry.load(n), params))}
+    units = {graph.dvc_file(n, stage.kind, u) for n in registry.names() for stage in registry.load(n).stages
+             for u in stage.units(registry.config(registry.load(n), params))}
     assert set(wanted) == {"dvc.yaml", *units}
     for path, text in wanted.items():
         assert (ROOT / path).read_text() == text, f"{path} is stale: run `make dag` and commit it"
@@ -42,14 +42,14 @@ def test_each_unit_has_its_own_file_run_from_the_root():
     params = load_params(ROOT)
     for name in registry.names():
         study = registry.load(name)
-        for fam in study.families:
-            for unit in fam.units(registry.config(study, params)):
-                body = yaml.safe_load((ROOT / graph.dvc_file(name, fam.kind, unit)).read_text())["stages"]
-                assert body == {f"{name}_{fam.kind}": {"foreach": [unit], "do": body[f"{name}_{fam.kind}"]["do"]}}
-                do = body[f"{name}_{fam.kind}"]["do"]
+        for stage in study.stages:
+            for unit in stage.units(registry.config(study, params)):
+                body = yaml.safe_load((ROOT / graph.dvc_file(name, stage.kind, unit)).read_text())["stages"]
+                assert body == {f"{name}_{stage.kind}": {"foreach": [unit], "do": body[f"{name}_{stage.kind}"]["do"]}}
+                do = body[f"{name}_{stage.kind}"]["do"]
                 assert do["wdir"] == "../../../.." and f" {name} {unit} " in do["cmd"] and "${" not in str(do)
         assert graph.target(f"{name}_render@x") == f"graph/{name}/render/x/dvc.yaml:{name}_render@x"
-        assert graph.target(f"{name}_render") == f"graph/{name}/render"  # a family: its folder, with -R
+        assert graph.target(f"{name}_render") == f"graph/{name}/render"  # a stage: its folder, with -R
     assert set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]) == {"download", "claims", "gallery"}
     assert graph.target("gallery") == "gallery" and graph.study_of("download@mnist") is None
 
@@ -180,8 +180,8 @@ def test_every_study_has_a_params_section_and_stages():
     stages = _committed()
     for name in registry.names():
         assert name in raw
-        for fam in registry.load(name).families:
-            assert any(s.startswith(f"{name}_{fam.kind}@") for s in stages)
+        for stage in registry.load(name).stages:
+            assert any(s.startswith(f"{name}_{stage.kind}@") for s in stages)
     parse_params(raw, studies=registry.names())  # no section without a study
 
 

@@ -20,16 +20,16 @@ FILES = {
     "__init__.py": '''
         """tiny: fit a line to noisy points, one train unit per slope, one figure of all fits."""
 
-        from pipeline.contract import Family, Study
+        from pipeline.contract import Stage, Study
         from pipeline.studies.tiny.config import TinyParams
 
         STUDY = Study(
             name="tiny",
             schema=TinyParams,
-            families=(
-                Family("train", entry="pipeline.studies.tiny.train", units=lambda cfg: list(cfg.slopes),
+            stages=(
+                Stage("train", entry="pipeline.studies.tiny.train", units=lambda cfg: list(cfg.slopes),
                        params=("points", "seed", "slopes.{unit}")),
-                Family("render", entry="pipeline.studies.tiny.figures", units=lambda cfg: ["fits"],
+                Stage("render", entry="pipeline.studies.tiny.figures", units=lambda cfg: ["fits"],
                        params=("slopes",), reads=lambda cfg, unit: [("train", k) for k in cfg.slopes]),
             ),
         )

@@ -87,9 +87,9 @@ def test_the_smoke_plan_lists_every_stage_of_the_graph(monkeypatch):
     listed = {p.stage for p in plans}
     assert len(listed) == len(plans)
     params = load_params(ROOT)
-    units = {f"{name}_{fam.kind}@{unit}" for name in registry.names()
-             for fam in registry.load(name).families
-             for unit in fam.units(registry.config(registry.load(name), params, "smoke"))}
+    units = {f"{name}_{stage.kind}@{unit}" for name in registry.names()
+             for stage in registry.load(name).stages
+             for unit in stage.units(registry.config(registry.load(name), params, "smoke"))}
     assert listed == units
     if params.profile == "smoke":  # the committed graph is the active profile's
         in_graph = {s for s in graph.committed(ROOT) if graph.study_of(s)}
@@ -119,11 +119,11 @@ def test_a_stage_estimated_above_24_h_stops_before_compute(tmp_path, _cache, mon
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(root))
     # seed the cache at 1 ns per FLOP: the paper's S6 (≈ 3·10¹⁷ FLOPs) is then months, and nothing is probed
     study = registry.load("mupc_training")
-    fam = study.family("train")
+    stage = study.stage("train")
     cfg = registry.config(study, load_params(root), "paper")
     cal = plan.Calibration("cpu")
-    for w in plan.unit_cost(fam, cfg, "S6", "cpu", None).work:
-        cal.entries[cal.key(fam.probe, w)] = {"seconds_per_flop": 1e-9, "step_flops": 1.0, "step_seconds": 1e-9}
+    for w in plan.unit_cost(stage, cfg, "S6", "cpu", None).work:
+        cal.entries[cal.key(stage.probe, w)] = {"seconds_per_flop": 1e-9, "step_flops": 1.0, "step_seconds": 1e-9}
     cal._write()
     env = {**os.environ, "TRAINSCAPE_ROOT": str(root), "TRAINSCAPE_DEVICE": "cpu", "TRAINSCAPE_TRACKING": "off",
            plan.CACHE_ENV: str(_cache)}
@@ -226,27 +226,27 @@ def test_a_small_stage_probes_its_shapes_and_prints_its_estimate_not_a_bound(_ca
 
     monkeypatch.setattr(plan.Calibration, "rate", counting)
     study = registry.load("imprint")
-    fam = study.family("train")
+    stage = study.stage("train")
     cfg = registry.config(study, load_params(), "smoke")
     lines: list[str] = []
-    first = plan.before_stage(study, fam, cfg, "random-adam", "cpu", lines.append)
+    first = plan.before_stage(study, stage, cfg, "random-adam", "cpu", lines.append)
     assert probed and len(lines) == 1 and "probed now in" in lines[0] and "bound" not in lines[0]
     assert first.seconds < first.flops / OLD_FLOOR_RATE / 10  # not the old bound: orders of magnitude below
     assert f"estimate {plan.fmt_seconds(first.seconds)} (calibrated on cpu: " in lines[0]
     n = len(probed)
-    again = plan.before_stage(study, fam, cfg, "random-adam", "cpu", lines.append)
+    again = plan.before_stage(study, stage, cfg, "random-adam", "cpu", lines.append)
     assert len(probed) == n and again.seconds == first.seconds and "probed now" not in lines[1]  # from the cache
 
 
 def test_a_stage_estimated_above_24_h_by_its_probes_still_stops(_cache, monkeypatch):
     study = registry.load("mupc_training")
-    fam = study.family("train")
+    stage = study.stage("train")
     cfg = registry.config(study, load_params(), "smoke")
     monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True, shared=False: 1.0)  # 1 FLOP/s
     with pytest.raises(ConfigError, match="exceeds 24 h"):
-        plan.before_stage(study, fam, cfg, "S9", "cpu", lambda line: None)
+        plan.before_stage(study, stage, cfg, "S9", "cpu", lambda line: None)
     monkeypatch.setenv(plan.ALLOW_LONG_ENV, "1")
-    p = plan.before_stage(study, fam, cfg, "S9", "cpu", lambda line: None)
+    p = plan.before_stage(study, stage, cfg, "S9", "cpu", lambda line: None)
     assert p.seconds == pytest.approx(plan.FIXED_SECONDS["train"] + p.flops)
 
 

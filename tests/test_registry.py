@@ -17,7 +17,7 @@ def test_studies_are_discovered_from_their_folders():
     for name in STUDIES:
         study = registry.load(name)
         assert study.name == name
-        assert [f.kind for f in study.families] == [k for k in KINDS if study.family(k)], "families in flow order"
+        assert [f.kind for f in study.stages] == [k for k in KINDS if study.stage(k)], "families in flow order"
 
 
 def test_unknown_study_is_a_clear_error():
@@ -32,12 +32,12 @@ def test_every_profile_of_every_study_resolves(name, profile):
     study = registry.load(name)
     cfg = registry.config(study, params, profile)
     assert isinstance(cfg, study.schema)
-    for fam in study.families:
-        units = list(fam.units(cfg))
-        assert len(units) == len(set(units)), f"{name}_{fam.kind}: duplicate units"
+    for stage in study.stages:
+        units = list(stage.units(cfg))
+        assert len(units) == len(set(units)), f"{name}_{stage.kind}: duplicate units"
         for unit in units:
-            fam.keys(cfg, unit)
-            for kind, other in fam.reads(cfg, unit):
-                upstream = study.family(kind)
+            stage.keys(cfg, unit)
+            for kind, other in stage.reads(cfg, unit):
+                upstream = study.stage(kind)
                 assert upstream is not None and other in upstream.units(cfg), (
-                    f"{name}_{fam.kind}@{unit} reads {kind}@{other}, which profile {profile} does not run")
+                    f"{name}_{stage.kind}@{unit} reads {kind}@{other}, which profile {profile} does not run")

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline import progress, stage
 from pipeline.config import load_params
-from pipeline.contract import Context, Family, Output, Study
+from pipeline.contract import Context, Output, Stage, Study
 from pipeline.paths import repo_root
 from pipeline.provenance import git_state
 from tests.conftest import ROOT
@@ -108,7 +108,7 @@ def _whole(ctx: Context, unit: str) -> Output:
 
 
 def _prepared(resumable: bool) -> stage.Prepared:
-    family = Family("train", entry="tests.test_runner", units=lambda cfg: ["u"], resumable=resumable)
+    family = Stage("train", entry="tests.test_runner", units=lambda cfg: ["u"], resumable=resumable)
     return stage.Prepared(load_params(), Study("toy", dict, (family,)), family, {}, "u",
                           _sweep if resumable else _whole)
 

@@ -92,8 +92,8 @@ def exports_plotly_images(study: str, unit: str) -> bool:
     module says so with ``PLOTLY_IMAGES`` (a bool, or a callable of the unit). An unknown study or unit is
     False here: :func:`pipeline.stage.prepare` names that error next."""
     try:
-        family = registry.load(study).family("render")
-        module = importlib.import_module(family.entry) if family is not None else None
+        stage = registry.load(study).stage("render")
+        module = importlib.import_module(stage.entry) if stage is not None else None
     except Exception:  # prepare() reports a bad study or entry with its own message
         return False
     flag = getattr(module, "PLOTLY_IMAGES", False)

@@ -333,10 +333,10 @@ def test_spread_units_and_render():
     raw = read_tree(ROOT)
     for profile in ("smoke", "gpu_medium", "paper"):
         cfg = load_section(ImprintParams, raw, "imprint", profile)
-        assert SPREAD in STUDY.family("train").units(cfg) and SPREAD in STUDY.family("render").units(cfg)
-        assert STUDY.family("extract").units(cfg) == ["final", SPREAD]
-        assert STUDY.family("train").keys(cfg, SPREAD)[-1] == "spread"
-        assert "runs.{unit}" not in STUDY.family("train").keys(cfg, SPREAD)
+        assert SPREAD in STUDY.stage("train").units(cfg) and SPREAD in STUDY.stage("render").units(cfg)
+        assert STUDY.stage("extract").units(cfg) == ["final", SPREAD]
+        assert STUDY.stage("train").keys(cfg, SPREAD)[-1] == "spread"
+        assert "runs.{unit}" not in STUDY.stage("train").keys(cfg, SPREAD)
     spread = _fake_spread([0.57, 0.90, 0.81], [0.95, 0.95, 0.93])
     ctx = Context(study="imprint", kind="render", unit=SPREAD, profile="smoke", cfg=cfg, device="cpu",
                   stage=f"imprint_render@{SPREAD}", provenance={},

@@ -94,7 +94,7 @@ class Store:
 
 def _run_train(store: Store, cfg: MupcAnalysisParams, unit: str) -> tuple[list[Output], Output]:
     """All parts a train unit yields (each stored at once, as the runner writes them) and its final output."""
-    run = getattr(train_module, STUDY.family("train").function(cfg, unit))  # as the runner picks it
+    run = getattr(train_module, STUDY.stage("train").function(cfg, unit))  # as the runner picks it
     result = run(store.ctx(cfg, "train", unit), unit)
     parts = []
     while True:
@@ -183,7 +183,7 @@ def test_an_override_applies_to_its_profile_only():
 
 def test_declaration_units_reads_and_keys():
     cfg = _cfg()
-    train_f, extract_f, render_f = (STUDY.family(k) for k in ("train", "extract", "render"))
+    train_f, extract_f, render_f = (STUDY.stage(k) for k in ("train", "extract", "render"))
     assert list(train_f.units(cfg)) == ["hessian_init", "fwd_pass", "theory_grid", "theory_width"]
     assert list(extract_f.units(cfg)) == ["analysis_metrics"]
     assert list(render_f.units(cfg)) == list(FAMILIES)

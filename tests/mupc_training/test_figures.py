@@ -415,7 +415,7 @@ def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeyp
     assert stage["cmd"] == "python -m stages.render mupc_training F99 --profile smoke"
     study = registry.load(SECTION)
     for kind in ("extract", "render"):
-        assert "F99" in study.family(kind).units(registry.config(study, load_params()))
+        assert "F99" in study.stage(kind).units(registry.config(study, load_params()))
 
 
 def test_f28_draws_standard_pc_over_the_lr_grid(synth):

@@ -29,7 +29,7 @@ def test_every_profile_resolves(profile: str) -> None:
     assert 42 in cfg.train.seeds and 42 in cfg.render.figure_seeds
     assert cfg.plateau.window == 1000 and cfg.plateau.drop_window == 3000
     for kind in ("train", "extract", "render"):
-        units = STUDY.family(kind).units(cfg)
+        units = STUDY.stage(kind).units(cfg)
         assert units == (["untied", "tied"] if kind == "train" else ["untied", "tied", "summary"])
 
 
@@ -47,23 +47,23 @@ def test_profile_values() -> None:
 
 def test_declared_params_exist_and_track_the_profile() -> None:
     cfg = resolved("smoke")
-    for fam in STUDY.families:
-        for unit in fam.units(cfg):
-            for key in fam.keys(cfg, unit):
+    for stage in STUDY.stages:
+        for unit in stage.units(cfg):
+            for key in stage.keys(cfg, unit):
                 node = cfg
                 for part in key.split("."):
                     node = node[part] if isinstance(node, dict) else getattr(node, part)
-    keys = STUDY.family("render").keys(cfg, "summary")
+    keys = STUDY.stage("render").keys(cfg, "summary")
     # the detector is extract@summary's: re-tuning it redraws no weights (train.* name the smoke stand-in)
     assert keys == ["render.zoom_epochs", "train.epochs", "train.seeds"]
-    assert "plateau" in STUDY.family("extract").keys(cfg, "summary")
-    assert STUDY.family("extract").reads(cfg, "summary") == [("train", "untied"), ("train", "tied")]
-    assert ("extract", "summary") in STUDY.family("render").reads(cfg, "summary")
+    assert "plateau" in STUDY.stage("extract").keys(cfg, "summary")
+    assert STUDY.stage("extract").reads(cfg, "summary") == [("train", "untied"), ("train", "tied")]
+    assert ("extract", "summary") in STUDY.stage("render").reads(cfg, "summary")
 
 
 def test_an_added_variant_is_a_unit_everywhere() -> None:
     cfg = resolved("smoke", lambda s: s["variants"].update(wide={"tied": False}))
-    assert STUDY.family("render").units(cfg) == ["untied", "tied", "wide", "summary"]
+    assert STUDY.stage("render").units(cfg) == ["untied", "tied", "wide", "summary"]
 
 
 @pytest.mark.parametrize(("profile", "mutate", "needle"), [

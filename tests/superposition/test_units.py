@@ -60,7 +60,7 @@ def context(cfg: Superposition, kind: str, unit: str, store: dict) -> Context:
 
 
 def run(cfg: Superposition, kind: str, unit: str, store: dict) -> Output:
-    family = STUDY.family(kind)
+    family = STUDY.stage(kind)
     fn = getattr(importlib.import_module(family.entry), family.function(cfg, unit))  # as the runner picks it
     out = fn(context(cfg, kind, unit, store), unit)
     store[(kind, unit)] = {**out.json, **out.arrays}

@@ -25,7 +25,7 @@ def resolved(raw: dict, profile: str) -> ZeroInitParams:
 
 
 def units(cfg: ZeroInitParams, kind: str) -> list[str]:
-    return list(STUDY.family(kind).units(cfg))
+    return list(STUDY.stage(kind).units(cfg))
 
 
 def test_every_profile_resolves_with_its_units_and_budgets(raw):
@@ -55,11 +55,11 @@ def test_every_profile_resolves_with_its_units_and_budgets(raw):
 
 def test_train_params_are_the_run_its_setting_and_the_shared_keys(raw):
     cfg = resolved(raw, "smoke")
-    keys = STUDY.family("train").keys(cfg, "off_pi_256")
+    keys = STUDY.stage("train").keys(cfg, "off_pi_256")
     assert {"runs.off_pi_256", "settings.official.bias", "settings.official.step_lr", "budgets.official",
             "cpu_threads"} <= set(keys)
     assert not any(k.startswith(("figures", "style", "budgets.seed", "settings.seed")) for k in keys)
-    render = STUDY.family("render").keys(cfg, "fig3_right")
+    render = STUDY.stage("render").keys(cfg, "fig3_right")
     assert {"figures.fig3_right", "runs.seed_zero_1024", "style.profile_note"} <= set(render)
     assert "runs.seed_pi_256" not in render and not any(k.startswith("budgets") for k in render)
 

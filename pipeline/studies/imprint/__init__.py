@@ -8,7 +8,7 @@ render@<figure>     the seed's composite figure for one init (and, for the glyph
 render@seed_spread  epoch-1 test accuracy per init seed, Adam and Muon
 """
 
-from pipeline.contract import Family, Study, Units
+from pipeline.contract import Stage, Study, Units
 from pipeline.studies.imprint.config import SPREAD, ImprintParams
 
 SHARED_KEYS = ("glyph", "glyph_scale", "ns_compile", "lr", "momentum", "ns_steps", "batch_size", "test_batch_size",
@@ -29,19 +29,19 @@ STUDY = Study(
     title="Glyph imprint: Adam vs Muon",
     claims="pipeline.studies.imprint.claims",
     schema=ImprintParams,
-    families=(
-        Family("train", entry="pipeline.studies.imprint.train", probe="pipeline.studies.imprint.probe", groups=(
+    stages=(
+        Stage("train", entry="pipeline.studies.imprint.train", probe="pipeline.studies.imprint.probe", groups=(
             Units(lambda cfg: list(cfg.runs), (*SHARED_KEYS, "init_seed", "compile", "epochs", "runs.{unit}"),
                   datasets=mnist, cost=f"{COST}:train_cost"),
             Units(lambda cfg: cfg.spread_units(), (*SHARED_KEYS, "compile", "spread"), datasets=mnist,
                   run="train_spread", cost=f"{COST}:spread_cost"),
         )),
-        Family("extract", entry="pipeline.studies.imprint.extract", metrics=True, tables=("runs.csv",), groups=(
+        Stage("extract", entry="pipeline.studies.imprint.extract", metrics=True, tables=("runs.csv",), groups=(
             Units(lambda cfg: list(cfg.summary), ("glyph", "glyph_scale", "summary.{unit}"),
                   reads=lambda cfg, unit: [("train", r) for r in cfg.summary[unit].runs]),
             Units(lambda cfg: cfg.spread_units(), ("spread",), spread_run, run="extract_spread"),
         )),
-        Family("render", entry="pipeline.studies.imprint.figures", groups=(
+        Stage("render", entry="pipeline.studies.imprint.figures", groups=(
             Units(lambda cfg: list(cfg.figures), ("figures.{unit}",),
                   reads=lambda cfg, unit: [("train", cfg.figures[unit].adam), ("train", cfg.figures[unit].muon)]),
             Units(lambda cfg: cfg.spread_units(), ("spread",), spread_run, run="render_spread"),

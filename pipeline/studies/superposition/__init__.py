@@ -7,7 +7,7 @@ render@<variant>   feature geometry, W_U·W_E heat maps and the slider HTML of t
 render@summary     loss curves of every seed with the detected plateaus
 """
 
-from pipeline.contract import Family, Study, Units
+from pipeline.contract import Stage, Study, Units
 from pipeline.studies.superposition.config import SUMMARY, Superposition
 
 TRAIN_KEYS = ("f", "n", "lr", "lr_schedule", "lr_decay_total", "lr_decay_steps", "device", "dtype", "threads",
@@ -42,15 +42,15 @@ STUDY = Study(
     title="Toy model of superposition (untied)",
     claims="pipeline.studies.superposition.claims",
     schema=Superposition,
-    families=(
-        Family("train", entry="pipeline.studies.superposition.train", units=variants,
+    stages=(
+        Stage("train", entry="pipeline.studies.superposition.train", units=variants,
                params=TRAIN_KEYS, cost="pipeline.studies.superposition.cost:train_cost",
                probe="pipeline.studies.superposition.probe"),
-        Family("extract", entry="pipeline.studies.superposition.extract", metrics=True, tables=("runs.csv",), groups=(
+        Stage("extract", entry="pipeline.studies.superposition.extract", metrics=True, tables=("runs.csv",), groups=(
             Units(variants, ("variants.{unit}", "f", "n", "lr", "lr_schedule"), trained),  # its table names them
             Units(summary, summary_keys, every_variant, run="extract_summary"),
         )),
-        Family("render", entry="pipeline.studies.superposition.figures", groups=(
+        Stage("render", entry="pipeline.studies.superposition.figures", groups=(
             Units(variants, ("variants.{unit}", "render.figure_seeds", "render.panel_epochs", "render.html_frames",
                              *STAND_IN), trained),
             Units(summary, ("render.zoom_epochs", *STAND_IN),

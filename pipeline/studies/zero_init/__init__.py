@@ -5,7 +5,7 @@ extract@summary    final ranks and accuracies of those runs -> reports/metrics/z
 render@<figure>    rank(W3 − I) against iterations for the figure's runs, with the input-dimension line
 """
 
-from pipeline.contract import Family, Study
+from pipeline.contract import Stage, Study
 from pipeline.studies.zero_init.config import ZeroInitParams
 
 # what a train unit reads besides its run, its setting's bias and its setting's budget
@@ -34,14 +34,14 @@ STUDY = Study(
     title="ZerO initialisation: rank of W3 − I during training",
     claims="pipeline.studies.zero_init.claims",
     schema=ZeroInitParams,
-    families=(
-        Family("train", entry="pipeline.studies.zero_init.train", units=lambda cfg: cfg.train_runs(),
+    stages=(
+        Stage("train", entry="pipeline.studies.zero_init.train", units=lambda cfg: cfg.train_runs(),
                params=train_keys, datasets=lambda cfg, unit: (cfg.dataset,),
                cost="pipeline.studies.zero_init.cost:train_cost", probe="pipeline.studies.zero_init.probe"),
-        Family("extract", entry="pipeline.studies.zero_init.extract", units=lambda cfg: list(cfg.summaries),
+        Stage("extract", entry="pipeline.studies.zero_init.extract", units=lambda cfg: list(cfg.summaries),
                params=extract_keys, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", r) for r in cfg.train_runs()]),
-        Family("render", entry="pipeline.studies.zero_init.figures", units=lambda cfg: list(cfg.figures),
+        Stage("render", entry="pipeline.studies.zero_init.figures", units=lambda cfg: list(cfg.figures),
                params=render_keys, reads=lambda cfg, unit: [("train", r) for r in cfg.figures[unit].runs]),
     ),
 )

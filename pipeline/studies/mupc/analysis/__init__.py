@@ -7,7 +7,7 @@ render@<family>     F1–F4 (hessian_init), F5–F6 (fwd_pass), F26 (theory_grid
 
 from collections.abc import Callable
 
-from pipeline.contract import Family, Study, Units
+from pipeline.contract import Stage, Study, Units
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 from pipeline.studies.mupc.analysis.families import FAMILIES, FWD_GRID, HESSIAN_GRID
 
@@ -33,8 +33,8 @@ STUDY = Study(
     title="μPC: activity Hessian at init, forward pass, equilibrium-energy theory",
     claims="pipeline.studies.mupc.analysis.claims",
     schema=MupcAnalysisParams,
-    families=(
-        Family("train", entry="pipeline.studies.mupc.analysis.train", resumable=True,
+    stages=(
+        Stage("train", entry="pipeline.studies.mupc.analysis.train", resumable=True,
                probe="pipeline.studies.mupc.analysis.probe", groups=(
                    Units(train_unit("hessian_init"), ("threads", "legacy_noskip_branch_scale", "hessian"),
                          run="train_hessian", cost=f"{COST}:hessian_cost"),
@@ -45,10 +45,10 @@ STUDY = Study(
                    Units(train_unit("theory_width"), ("threads", "theory_width"), datasets=mnist,
                          run="train_theory_width", cost=f"{COST}:theory_width_cost"),
                )),
-        Family("extract", entry="pipeline.studies.mupc.analysis.extract", units=lambda cfg: ["analysis_metrics"],
+        Stage("extract", entry="pipeline.studies.mupc.analysis.extract", units=lambda cfg: ["analysis_metrics"],
                params=EXTRACT_KEYS, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", u) for u in cfg.train_units]),
-        Family("render", entry="pipeline.studies.mupc.analysis.figures",  # families.py: what each figure draws
+        Stage("render", entry="pipeline.studies.mupc.analysis.figures",  # families.py: what each figure draws
                units=lambda cfg: [f for f, spec in FAMILIES.items() if set(spec.reads()) <= set(cfg.train_units)],
                params=lambda cfg, unit: FAMILIES[unit].keys,
                reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),

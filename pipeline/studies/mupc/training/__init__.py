@@ -6,7 +6,7 @@ extract@F<k>     F7–F25's and F28's headline numbers (metrics.py), from exactl
 render@F<k>      F7–F25, F28 (one entry each in families.py): draws the same sweeps at the lrs its extract selected
 """
 
-from pipeline.contract import Family, Study
+from pipeline.contract import Stage, Study
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.families import FAMILIES
 
@@ -32,16 +32,16 @@ STUDY = Study(
     title="μPC: training sweeps and their figures",
     claims="pipeline.studies.mupc.training.claims",
     schema=TrainingParams,
-    families=(
-        Family("train", entry="pipeline.studies.mupc.training.train", units=lambda cfg: list(cfg.sweep_ids),
+    stages=(
+        Stage("train", entry="pipeline.studies.mupc.training.train", units=lambda cfg: list(cfg.sweep_ids),
                params=train_keys, datasets=lambda cfg, unit: cfg.sweeps[unit].datasets(), resumable=True,
                tables=("runs.csv",), cost="pipeline.studies.mupc.training.cost:train_cost",
                precision="pipeline.studies.mupc.training.sweeps:unit_precision",
                probe="pipeline.studies.mupc.training.probe"),
-        Family("extract", entry="pipeline.studies.mupc.training.extract", units=lambda cfg: list(FAMILIES),
+        Stage("extract", entry="pipeline.studies.mupc.training.extract", units=lambda cfg: list(FAMILIES),
                params=render_keys, metrics=True,
                reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),
-        Family("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(FAMILIES),
+        Stage("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(FAMILIES),
                params=render_keys,
                reads=lambda cfg, unit: [*(("train", s) for s in FAMILIES[unit].reads()), ("extract", unit)]),
     ),

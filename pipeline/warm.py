@@ -202,8 +202,12 @@ def serve(path: str) -> Request:
     process, with the command it is to run."""
     before = dict(os.environ)
     started = import_env(before)  # as started: the libraries may set some while loading (torch's compiler)
+    missing = []
     for name in PRELOAD:
-        __import__(name)
+        try:
+            __import__(name)
+        except ImportError:  # a machine without it (the GPU machines have no plotly): its stages import it
+            missing.append(name)
     loaded = {k: v for k, v in os.environ.items() if k not in before}  # what they set, as in any process
     if os.path.exists(path):
         os.unlink(path)
@@ -221,7 +225,8 @@ def serve(path: str) -> Request:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the handlers below are reaped by the kernel
-    print(f"warm host {os.getpid()} on {path}: {', '.join(PRELOAD)} loaded", flush=True)
+    print(f"warm host {os.getpid()} on {path}: {', '.join(n for n in PRELOAD if n not in missing)} loaded"
+          + (f"; not installed: {', '.join(missing)}" if missing else ""), flush=True)
     while True:
         conn, _ = listener.accept()
         sys.stdout.flush()

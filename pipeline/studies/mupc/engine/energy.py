@@ -145,15 +145,21 @@ class Adam:
         self.t = 0
 
     def step(self, params: list[torch.Tensor], grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        c1, c2 = self.moments(grads)
+        return [p - _lr(self.lr, p) * self.direction(m, v, c1, c2) for p, m, v in zip(params, self.m, self.v)]
+
+    def moments(self, grads: list[torch.Tensor]) -> tuple[float, float]:
+        """Count a step and move the moments by ``grads`` (in place); returns the step's bias corrections."""
         self.t += 1
-        c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
-        out = []
-        for i, (p, g) in enumerate(zip(params, grads)):
-            self.m[i].mul_(self.b1).add_(g, alpha=1 - self.b1)
-            self.v[i].mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
-            upd = (self.m[i] / c1) / ((self.v[i] / c2).sqrt() + self.eps)
-            out.append(p - _lr(self.lr, p) * upd)
-        return out
+        for m, v, g in zip(self.m, self.v, grads):
+            m.mul_(self.b1).add_(g, alpha=1 - self.b1)
+            v.mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
+        return 1 - self.b1**self.t, 1 - self.b2**self.t
+
+    def direction(self, m: torch.Tensor, v: torch.Tensor, c1: float, c2: float) -> torch.Tensor:
+        """The step's direction from (a block of) the moments: element-wise, so a block of them gives the same
+        numbers as the whole."""
+        return (m / c1) / ((v / c2).sqrt() + self.eps)
 
     def select(self, idx: torch.Tensor) -> Adam:
         """This optimiser for the runs ``idx`` alone (run axis first): their moments, learning rates and the

@@ -1,0 +1,54 @@
+"""fwd_pass's in-place step (``fwdpass.step_in_place``) against the stacked functional step it replaced: every
+run stepped both ways (SGD p − lr·g, ``Adam.step``) and its own optimiser's result kept. Bit for bit, over
+several checks, with the weights cut into blocks of layers."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pipeline.studies.mupc.analysis import fwdpass
+from pipeline.studies.mupc.engine.energy import Adam
+from pipeline.studies.mupc.engine.model import Weights, feedforward, init_weights
+
+
+def _reference_cell(spec, optims, batches, lr, seed):
+    """The step as it was: both optimisers on every run, then a selection (whole-stack copies)."""
+    R = len(optims)
+    w = init_weights(spec, [seed] * R, dtype=torch.float32)
+    params = [t.requires_grad_(True) for t in w.tensors()]
+    adam = Adam([p.detach() for p in params], lr)
+    is_adam = torch.tensor([o == "adam" for o in optims])
+    idx = fwdpass.layer_indices(spec.L)
+    rows = []
+    for t, (x, y) in enumerate(batches):
+        w = Weights(*params)
+        z, y_hat = feedforward(spec, w, x)
+        with torch.no_grad():
+            rows.append(fwdpass.record(spec, w, z, y_hat, idx))
+        if t == len(batches) - 1:
+            break
+        loss = (y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum()
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            new = [p - lr * g for p, g in zip(params, grads)]
+            stepped = adam.step([p.detach() for p in params], list(grads))
+            new = [torch.where(is_adam.view(-1, *([1] * (p.dim() - 1))), a, s) for p, a, s in
+                   zip(params, stepped, new)]
+        params = [p.detach().requires_grad_(True) for p in new]
+    return torch.stack(rows, dim=-1)
+
+
+@pytest.mark.parametrize("variant,act", [("sp_skips", "tanh"), ("depth_mup_no_skips", "relu"),
+                                         ("orthogonal", "linear")])
+@pytest.mark.parametrize("block_bytes", [1 << 30, 700])
+def test_the_in_place_step_is_the_stacked_step_bit_for_bit(variant, act, block_bytes, monkeypatch):
+    monkeypatch.setattr(fwdpass, "BLOCK_BYTES", block_bytes)  # 700 bytes: blocks of one or two layers
+    spec = fwdpass.net_spec(variant, act, 12, 9, D=20, d_y=5)
+    g = torch.Generator().manual_seed(3)
+    batches = [(torch.randn(16, 20, generator=g), torch.nn.functional.one_hot(
+        torch.randint(0, 5, (16,), generator=g), 5).float()) for _ in range(4)]
+    for optims in (["sgd", "adam"], ["adam", "sgd"], ["sgd"], ["adam"]):
+        got = fwdpass.run_cell(spec, optims, batches, 1e-2, 7, "cpu")
+        want = _reference_cell(spec, optims, batches, 1e-2, 7)
+        assert torch.equal(got, want), (optims, (got - want).abs().max())

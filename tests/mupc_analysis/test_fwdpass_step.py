@@ -52,3 +52,17 @@ def test_the_in_place_step_is_the_stacked_step_bit_for_bit(variant, act, block_b
         got = fwdpass.run_cell(spec, optims, batches, 1e-2, 7, "cpu")
         want = _reference_cell(spec, optims, batches, 1e-2, 7)
         assert torch.equal(got, want), (optims, (got - want).abs().max())
+
+
+def test_a_diverged_matrix_has_a_nan_spectral_norm_and_the_others_theirs():
+    """LAPACK's eigen-solver refuses a matrix with NaN or inf (the paper's fwd_pass stopped on one); the
+    notebook's norm gives NaN there."""
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(3, 2, 6, 9, generator=g)
+    w[1, 0, 2, 3] = float("nan")
+    w[2, 1, 0, 0] = float("inf")
+    got = fwdpass.spectral_norm(w)
+    assert got[1, 0].isnan() and got[2, 1].isnan()
+    for r, k in [(0, 0), (0, 1), (1, 1), (2, 0)]:
+        assert torch.equal(got[r, k], fwdpass.spectral_norm(w[r, k])), (r, k)
+        torch.testing.assert_close(got[r, k], torch.linalg.matrix_norm(w[r, k].double(), ord=2))

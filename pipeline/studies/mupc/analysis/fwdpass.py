@@ -40,10 +40,14 @@ def spectral_norm(w: torch.Tensor) -> torch.Tensor:
 
     The SVD's σ_max (``torch.linalg.matrix_norm(ord=2)``, float32 before) to float32's rounding, in 65 % of its
     time at N = 1,024 on one core (``benchmarks/spectral_norm.py``): a Gram product and a symmetric eigen-solve
-    instead of a bidiagonalisation."""
+    instead of a bidiagonalisation. A matrix with a non-finite entry (a net that diverged) has σ_max NaN, as
+    the notebook's norm gives it; LAPACK's eigen-solver refuses such a matrix, and the unit stopped there."""
     w = w.double()
+    finite = torch.isfinite(w).all(dim=-1).all(dim=-1)
+    w = torch.where(finite[..., None, None], w, torch.zeros((), dtype=w.dtype, device=w.device))
     gram = w @ w.mT if w.shape[-2] < w.shape[-1] else w.mT @ w
-    return torch.linalg.eigvalsh(gram)[..., -1].clamp_min(0.0).sqrt()
+    sigma = torch.linalg.eigvalsh(gram)[..., -1].clamp_min(0.0).sqrt()
+    return torch.where(finite, sigma, torch.full_like(sigma, float("nan")))
 
 
 def record(spec: NetSpec, w: Weights, z: torch.Tensor, y_hat: torch.Tensor, idx: list[int]) -> torch.Tensor:
@@ -66,7 +70,8 @@ def run_cell(spec: NetSpec, optims: list[str], batches: list[tuple[torch.Tensor,
     R = len(optims)
     w = init_weights(spec, [seed] * R, dtype=torch.float32, device=device)
     params = [t.requires_grad_(True) for t in w.tensors()]
-    adam = Adam([p.detach() for p in params], lr) if "adam" in optims else None
+    adam_runs = [r for r, o in enumerate(optims) if o == "adam"]
+    adam = Adam([p.detach()[_runs(adam_runs)] for p in params], lr) if adam_runs else None  # its runs' moments
     idx = layer_indices(spec.L)
     rows = []
     for t, (x, y) in enumerate(batches):
@@ -87,14 +92,20 @@ def run_cell(spec: NetSpec, optims: list[str], batches: list[tuple[torch.Tensor,
 BLOCK_BYTES = 64 << 20
 
 
+def _runs(runs: list[int]) -> slice | list[int]:
+    """Index of the run axis: a slice (a view, no copy of gigabytes) where the runs are consecutive."""
+    return slice(runs[0], runs[-1] + 1) if runs == list(range(runs[0], runs[-1] + 1)) else runs
+
+
 def step_in_place(params: list[torch.Tensor], grads: list[torch.Tensor], optims: list[str], lr: float,
                   adam: Adam | None) -> None:
     """Each run's step with its optimiser (SGD p − lr·g, or Adam), written into the parameters a block of
     layers at a time. The same element-wise operations as stepping every run both ways and keeping its own
-    (the same numbers, bit for bit), without the whole-stack copies that took: at the paper's largest cell
-    (N = 1,024, L = 512, two runs, float32: 4.3 GB of hidden weights) those copies and the moments' temporaries
-    passed the 24 GB of a 2-core build machine, where this needs the weights, gradients and moments alone."""
-    c1, c2 = adam.moments(grads) if adam is not None else (1.0, 1.0)
+    (the same numbers, bit for bit), without the whole-stack copies that took, and with Adam's moments kept for
+    its runs alone: at the paper's largest cell (N = 1,024, L = 512, two runs, float32: 4.3 GB of hidden
+    weights) those copies and temporaries passed the 24 GB of a 2-core build machine."""
+    adam_runs = [r for r, o in enumerate(optims) if o == "adam"]
+    c1, c2 = adam.moments([g[_runs(adam_runs)] for g in grads]) if adam is not None else (1.0, 1.0)
     for i, (p, g) in enumerate(zip(params, grads)):
         for r, optim in enumerate(optims):
             layers = p.shape[1] if p.dim() > 2 else 1
@@ -104,6 +115,7 @@ def step_in_place(params: list[torch.Tensor], grads: list[torch.Tensor], optims:
                 block = slice(start, start + size) if p.dim() > 2 else slice(None)
                 if optim == "adam":
                     assert adam is not None
-                    p[r, block] -= lr * adam.direction(adam.m[i][r, block], adam.v[i][r, block], c1, c2)
+                    a = adam_runs.index(r)
+                    p[r, block] -= lr * adam.direction(adam.m[i][a, block], adam.v[i][a, block], c1, c2)
                 else:
                     p[r, block] -= lr * g[r, block]

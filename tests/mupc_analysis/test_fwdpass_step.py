@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from pipeline.studies.mupc.analysis import fwdpass
+from pipeline.studies.mupc.engine import model
 from pipeline.studies.mupc.engine.energy import Adam
 from pipeline.studies.mupc.engine.model import Weights, feedforward, init_weights
 
@@ -66,3 +67,20 @@ def test_a_diverged_matrix_has_a_nan_spectral_norm_and_the_others_theirs():
     for r, k in [(0, 0), (0, 1), (1, 1), (2, 0)]:
         assert torch.equal(got[r, k], fwdpass.spectral_norm(w[r, k])), (r, k)
         torch.testing.assert_close(got[r, k], torch.linalg.matrix_norm(w[r, k].double(), ord=2))
+
+
+@pytest.mark.parametrize("init_variant", ["orthogonal", "sp_skips"])
+def test_a_seed_a_stack_repeats_is_drawn_once_with_the_same_weights(init_variant, monkeypatch):
+    """fwd_pass stacks its optimisers on one seed: the weights are drawn once (the paper's orthogonal cells
+    spent minutes on a second set of identical QRs) and are those each run gets alone."""
+    spec = fwdpass.net_spec(init_variant, "tanh", 10, 5, D=12, d_y=3)
+    calls = []
+    original = model._init_matrix
+    monkeypatch.setattr(model, "_init_matrix", lambda *a: calls.append(a[0]) or original(*a))
+    init_weights(spec, [7], dtype=torch.float32)
+    per_seed = len(calls)
+    both = init_weights(spec, [7, 9, 7], dtype=torch.float32)
+    assert len(calls) == 3 * per_seed  # one seed's matrices, then two seeds' (not three)
+    for r, seed in enumerate([7, 9, 7]):
+        alone = init_weights(spec, [seed], dtype=torch.float32)
+        assert all(torch.equal(a[0], b[r]) for a, b in zip(alone.tensors(), both.tensors()))

@@ -164,13 +164,14 @@ def init_weights(spec: NetSpec, seeds: list[int], *, dtype: torch.dtype = torch.
         w_hid = torch.stack(hid) if hid else torch.zeros(0, spec.N, spec.N, dtype=dtype)
         return w_in, w_hid, _init_matrix(spec.init, spec.d_y, spec.N, spec.orth_gain, gen, dtype)
 
-    workers = min(len(seeds), torch.get_num_threads())
+    unique = list(dict.fromkeys(int(s) for s in seeds))  # a seed repeated (fwd_pass: one per optimiser) is drawn once
+    workers = min(len(unique), torch.get_num_threads())
     if workers > 1:
         with ThreadPoolExecutor(workers) as pool:
-            drawn = list(pool.map(draw, seeds))
+            by_seed = dict(zip(unique, pool.map(draw, unique)))
     else:
-        drawn = [draw(seed) for seed in seeds]
-    w_in, w_hid, w_out = zip(*drawn)
+        by_seed = {seed: draw(seed) for seed in unique}
+    w_in, w_hid, w_out = zip(*(by_seed[int(s)] for s in seeds))
     return Weights(torch.stack(w_in).to(device), torch.stack(w_hid).to(device), torch.stack(w_out).to(device))
 
 

@@ -6,7 +6,8 @@ then totals per study and overall. A stage declares its cost per kind of unit (:
 a light function returning the unit's :class:`~pipeline.contract.Work`, each part naming a probe that times
 one step of its shape. Seconds per FLOP come from that probe, run once per distinct shape on this device
 and cached in ``.trainscape/plan/<device>.json`` (``TRAINSCAPE_PLAN_CACHE`` names another folder), keyed by
-probe, shape (dtype and precision included) and torch version; a work's estimate is its FLOPs times that
+probe, shape (dtype and precision included), torch version and the study's code (:func:`code_digest`: a faster
+function is re-probed, not planned at its old rate); a work's estimate is its FLOPs times that
 rate. A probe step above :data:`PROBE_FLOPS` is built scaled down by its probe (e.g. fewer layers and
 inference steps, the width kept) and the rate extrapolated by FLOPs. Extract and render stages, and every
 stage's process start-up, are the fixed :data:`FIXED_SECONDS` (labelled "fixed", not calibrated).
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import hashlib
 import heapq
 import importlib
 import importlib.metadata
@@ -104,6 +106,27 @@ def torch_version() -> str:
 
 
 # ----------------------------------------------------------------------------- calibration
+
+
+_DIGESTS: dict[str, str] = {}
+
+
+def code_digest(module: str) -> str:
+    """The digest of the code a probe times: the sources of its study's folder (``pipeline.studies.<study>``;
+    else the module's own file). A change there keys the study's probes anew: the plan once kept the rate of a
+    solver made 2x faster until its entries were deleted by hand."""
+    if module not in _DIGESTS:
+        parts = module.split(".")
+        root = repo_root()
+        folder = root.joinpath(*parts[:3]) if parts[:2] == ["pipeline", "studies"] and len(parts) > 3 else None
+        files = sorted(folder.rglob("*.py")) if folder is not None and folder.is_dir() else \
+            [root.joinpath(*parts).with_suffix(".py")]
+        h = hashlib.sha256()
+        for f in files:
+            if f.is_file():
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+        _DIGESTS[module] = h.hexdigest()[:16]
+    return _DIGESTS[module]
 
 
 def cache_dir() -> Path:
@@ -207,7 +230,12 @@ class Calibration:
         return data if isinstance(data, dict) else {}
 
     def _read(self) -> dict[str, dict[str, Any]]:
-        return self._doc(self.path).get("entries", {})
+        entries = self._doc(self.path).get("entries", {})
+        if self.recorded is None:
+            return entries
+        # a recorded calibration was probed at its own commit: its keys are read without their code
+        return {json.dumps({k: v for k, v in json.loads(key).items() if k != "code"}, sort_keys=True): e
+                for key, e in entries.items()}
 
     def on_cpu(self, work: Work) -> bool:
         """Whether ``work`` computes on the CPU: on the host by its nature, or by its own ``device`` (else the
@@ -218,8 +246,9 @@ class Calibration:
         """``shared``: the work is a unit's ``ctx.map`` tasks, probed on a worker's share of the cores (the ones
         that run on the CPU)."""
         cores = {"cores": self.cores} if shared and self.cores and self.on_cpu(work) else {}
+        code = {"code": code_digest(module)} if self.recorded is None else {}
         return json.dumps({"probe": f"{module}:{work.probe}", "shape": dict(work.shape), "torch": self.torch,
-                           **cores}, sort_keys=True)
+                           **cores, **code}, sort_keys=True)
 
     def rate(self, module: str, work: Work, probe: bool = True, shared: bool = False) -> float | None:
         """Seconds per FLOP of ``work``'s step on this device: cached, else probed now and cached (``probe``)

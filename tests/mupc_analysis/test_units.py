@@ -381,6 +381,21 @@ def test_spectral_norm_is_the_largest_singular_value(shape):
     np.testing.assert_allclose(got.numpy(), torch.linalg.matrix_norm(w.double(), ord=2).numpy(), rtol=1e-12)
 
 
+def test_fwd_pass_plan_counts_each_cells_init_once_by_the_variants_init():
+    """The plan's init work per (init, N, L): the cells of that init (acts × its variants), one draw each (the
+    stacked optimisers share a seed), an orthogonal one with its QRs; the cost module's variant table is the
+    unit's."""
+    assert {v: init for v, (_, init, _) in fwdpass.VARIANTS.items()} == analysis_cost.VARIANT_INITS
+    cfg = _cfg(profile="paper")
+    fp = cfg.fwd_pass
+    work = {w.label: w for w in analysis_cost.fwd_cost(cfg, "fwd_pass", "cpu").work}
+    orth = work["orthogonal init N=1024 L=512, 3 cells"]
+    assert orth.probe == "fwd_init" and orth.shape["init"] == "orthogonal"
+    assert orth.flops == pytest.approx(len(fp.acts) * 511 * (1024**2 + 8 * 1024**3 / 3), rel=1e-12)
+    assert work["standard init N=128 L=16, 6 cells"].flops == 6 * 15 * 128**2
+    assert work["BP N=128 L=16, 2 optimisers stacked"].shape["optims"] == ["sgd", "adam"]
+
+
 # ----------------------------------------------------------------------------- synthetic fwd_pass / theory
 
 

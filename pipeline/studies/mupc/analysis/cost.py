@@ -5,9 +5,10 @@
   takes (dense up to ``dense_max_n``, else ``spectrum_backend`` on the device or the structured extremes); linear
   networks add the theory blocks, the block-diagonal spectra (H eigvalsh of N×N) and the off-diagonal
   part's spectrum or extremes. The counts are ``pipeline/studies/mupc/engine/cost.py``'s.
-* ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): ``checks`` feed-forwards
-  of a batch, ``checks − 1`` backward passes (2 feed-forwards each), and at each check the exact
-  spectral norm (singular values, 4mn² − 4n³/3 for m ≥ n) of 5 weights per run.
+* ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): its initial weights
+  (:func:`init_flops`: float64 draws, a QR per layer for ``orthogonal``), ``checks`` feed-forwards of a
+  batch, ``checks − 1`` backward passes (2 feed-forwards each) with each run's update, and at each check
+  the exact spectral norm (:func:`spectral_flops`) of 5 weights per run.
 * ``theory_grid`` / ``theory_width``: ``iters`` iterations per network: linear nets the exact
   equilibrium (theory blocks 2HN³, block Cholesky 10HN³/3, solves 6HN²B), tanh/relu the numerical one —
   by Newton (``eq_solver: newton``) :data:`NEWTON_STEPS` steps of :func:`newton_step_flops`, by gradient
@@ -40,10 +41,19 @@ EQ_STEPS = 1000
 NEWTON_STEPS = {"tanh": 5, "relu": 12}
 LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}  # newton.STEP_SIZES tried a step (tanh: Newton's 4 + Gauss–Newton's 7)
 D, D_Y, RECORDED = 784, 10, 5  # MNIST input, classes; weights whose norms fwd_pass records per check
+# fwd_pass's variants and their weight init (fwdpass.VARIANTS, which imports torch; a test holds them equal)
+VARIANT_INITS = {"sp_no_skips": "standard", "sp_skips": "standard", "depth_mup_no_skips": "standard_gauss",
+                 "depth_mup_skips": "standard_gauss", "orthogonal": "orthogonal"}
 
 
 def ffwd_flops(N: int, H: int, B: int, D: int = D, d_y: int = D_Y) -> float:
     return 2 * B * (D * N + (H - 1) * N * N + d_y * N)
+
+
+def init_flops(init: str, N: int, L: int) -> float:
+    """A cell's initial weights, counted per hidden layer: N² draws (one unit each), and for ``orthogonal``
+    the QR of an N×N draw and its Q (8N³/3). The input and read-out layers are left out."""
+    return (L - 1) * (N * N + (8 * N**3 / 3 if init == "orthogonal" else 0))
 
 
 def spectral_flops(m: int, n: int) -> float:
@@ -94,12 +104,18 @@ def _hessian(cfg: MupcAnalysisParams, device: str) -> Cost:
 def _fwd(cfg: MupcAnalysisParams) -> Cost:
     fp = cfg.fwd_pass
     R, B, n_cells = len(fp.optims), fp.batch_size, len(fp.acts) * len(fp.variants)
+    inits: dict[str, int] = {}  # cells per weight init: one draw of one seed per cell, its optimisers share it
+    for variant in fp.variants:
+        inits[VARIANT_INITS[variant]] = inits.get(VARIANT_INITS[variant], 0) + len(fp.acts)
     work = []
     for N, L in itertools.product(fp.widths, fp.depths):
         f = ffwd_flops(N, L - 1, B)
         bp = n_cells * R * (fp.checks * f + (fp.checks - 1) * 2 * f)
         work.append(Work(f"BP N={N} L={L}, {R} optimisers stacked", "fwd_step",
-                         {"N": N, "L": L, "runs": R, "threads": cfg.threads}, bp))
+                         {"N": N, "L": L, "optims": list(fp.optims), "threads": cfg.threads}, bp))
+        for init, cells in inits.items():
+            work.append(Work(f"{init} init N={N} L={L}, {cells} cells", "fwd_init",
+                             {"init": init, "N": N, "L": L, "threads": cfg.threads}, cells * init_flops(init, N, L)))
     for N in fp.widths:
         per_check = spectral_flops(N, D) + (RECORDED - 2) * spectral_flops(N, N) + spectral_flops(D_Y, N)
         work.append(Work(f"spectral norms N={N}", "spectral_norms", {"N": N, "threads": cfg.threads},

@@ -10,10 +10,11 @@ import torch
 
 from pipeline.device import cpu_threads
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
-from pipeline.studies.mupc.analysis.cost import D_Y, D, ffwd_flops, spectral_flops, theory_flops
+from pipeline.studies.mupc.analysis.cost import D_Y, D, ffwd_flops, init_flops, spectral_flops, theory_flops
 from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
 from pipeline.studies.mupc.engine import hessian as hz
 from pipeline.studies.mupc.engine.cost import blocks_flops, eig_flops
+from pipeline.studies.mupc.engine.energy import Adam
 from pipeline.studies.mupc.engine.model import Weights, feedforward, init_weights
 
 Step = tuple[Callable[[], None], float]
@@ -62,21 +63,37 @@ def hessian_cell(*, method: str, N: int, H: int, threads: int, device: str, budg
     return step, blocks_flops(N, H) + eig_flops(method, N, H)
 
 
-def fwd_step(*, N: int, L: int, runs: int, threads: int, device: str, budget: float) -> Step:
-    """One feed-forward and backward pass of a forward-pass cell (its optimisers stacked), without the norms."""
+def fwd_step(*, N: int, L: int, optims: list[str], threads: int, device: str, budget: float) -> Step:
+    """One training step of a forward-pass cell as ``fwdpass.run_cell`` takes it (its optimisers stacked): the
+    feed-forward, the backward pass and each run's update in place, without the norms."""
     _threads(threads, device)
+    runs = len(optims)
     L = _layers(lambda ell: 3 * runs * ffwd_flops(N, ell - 1, 64), L, budget, least=4)
     spec = fwdpass.net_spec("depth_mup_skips", "tanh", N, L)
     params = [t.requires_grad_(True) for t in init_weights(spec, [0] * runs, device=device).tensors()]
+    adam_runs = [r for r, o in enumerate(optims) if o == "adam"]
+    adam = Adam([p.detach()[adam_runs] for p in params], 1e-3) if adam_runs else None
     x, y = _batch(64, torch.float32, device)
 
     def step() -> None:
         _, y_hat = feedforward(spec, Weights(*params), x)
-        torch.autograd.grad((y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum(), params)
+        grads = torch.autograd.grad((y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum(), params)
+        with torch.no_grad():
+            fwdpass.step_in_place(params, list(grads), optims, 1e-9, adam)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
     return step, 3 * runs * ffwd_flops(N, L - 1, 64)
+
+
+def fwd_init(*, init: str, N: int, L: int, threads: int, device: str, budget: float) -> Step:
+    """A forward-pass cell's initial weights (``init_weights``, one seed for its stacked optimisers): float64
+    draws, and for ``orthogonal`` a QR per layer (minutes at N = 1,024, L = 512 on this CPU)."""
+    _threads(threads, device)
+    L = _layers(lambda ell: init_flops(init, N, ell), L, budget, least=2)
+    spec = fwdpass.net_spec({"orthogonal": "orthogonal", "standard": "sp_skips"}.get(init, "depth_mup_skips"),
+                            "tanh", N, L)
+    return (lambda: init_weights(spec, [0, 0], device=device)), init_flops(init, N, L)
 
 
 def spectral_norms(*, N: int, threads: int, device: str, budget: float) -> Step:

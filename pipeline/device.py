@@ -172,6 +172,14 @@ def describe(device: str) -> dict[str, Any]:
     return info
 
 
+def record(device: str, precision: str | None) -> dict[str, Any]:
+    """Set a unit's declared float32 matmul ``precision`` on its device (None: as torch's defaults leave it),
+    then :func:`describe` it: the record says what the unit computes in."""
+    if precision is not None:
+        set_matmul_precision(device, precision)
+    return describe(device)
+
+
 def line(info: dict[str, Any]) -> str:
     """One line for the stage's log: ``device: cuda (NVIDIA H100, CUDA 13.0, driver 580.1); float32 …``."""
     if info.get("torch") is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,11 +60,13 @@ def _weighted(bar: Any, iterable: Any, weight: Callable[[Any], float] | None,
             yield item
 
 
-def record_timing(record: dict[str, Any]) -> None:
-    """With ``TRAINSCAPE_TIMINGS=<file>``, append when the study's code started and ended (wall clock)
-    and how long it ran: ``benchmarks/stage_overhead.py`` takes the rest of the process's time as the
-    framework's cost."""
+def finished(stage: str, clock: float, first_line: float, last_line: float, study_seconds: float) -> None:
+    """The stage's last log line, and with ``TRAINSCAPE_TIMINGS=<file>`` a line appended there: when the study's
+    code started and ended (wall clock) and how long it ran; ``benchmarks/stage_overhead.py`` takes the rest of
+    the process's time as the framework's cost."""
+    print(f"[{stage}] done in {time.time() - clock:.1f} s (the study's own code: {study_seconds:.1f} s)", flush=True)
     path = os.environ.get("TRAINSCAPE_TIMINGS")
     if path:
         with open(path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
+            fh.write(json.dumps({"stage": stage, "first_line": first_line, "last_line": last_line,
+                                 "study_seconds": study_seconds, "written": time.time()}) + "\n")

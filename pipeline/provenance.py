@@ -92,3 +92,15 @@ def run_tags(*, study: str, stage: str, profile: str, params_hash: str,
         "mlflow.source.name": stage,
         "mlflow.source.type": "JOB",
     }
+
+
+def stage_provenance(*, study: str, stage: str, profile: str, params_hash: str, datasets: tuple[str, ...],
+                     device: Mapping[str, Any] | None) -> tuple[dict[str, str], dict[str, str], dict[str, Any]]:
+    """A stage's data checksums, its run's tags (with the device it trained on) and its outputs' provenance."""
+    sums = data_checksums(datasets)
+    tags = run_tags(study=study, stage=stage, profile=profile, params_hash=params_hash, data_sha256=sums)
+    if device:  # where a training stage ran and at which float32 matmul precision
+        tags.update({f"device.{k}": str(v) for k, v in device.items() if v is not None})
+    prov = output_provenance(study=study, stage=stage, profile=profile, params_hash=params_hash, data_sha256=sums,
+                             device=device)
+    return sums, tags, prov

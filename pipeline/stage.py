@@ -37,9 +37,9 @@ from pipeline.declared import DeclaredView, declared_reader, key_paths
 from pipeline.executor import ClusterLostError, executor_name, mapper
 from pipeline.io import WriteError
 from pipeline.paths import dvc_target, rel, stage_name, study_dir
-from pipeline.provenance import MissingInputError, data_checksums, output_provenance, run_tags
+from pipeline.provenance import MissingInputError, stage_provenance
 from pipeline.tracking import Tracker, dataset_inputs, tracking_mode
-from pipeline.writer import read_file, write_metrics, write_part, write_unit
+from pipeline.writer import unit_reader, write_part, write_unit
 
 
 @dataclass
@@ -52,8 +52,10 @@ class Prepared:
     cfg: Any
     unit: str
     fn: Callable[[Context, str], Any]
+    folder: Path  # where its outputs go: artifacts/<study>/<kind>/<unit>
     executor: str = "local"
     device: str = "cpu"
+    precision: str | None = None  # how its float32 products compute on its device (None: torch's defaults)
 
     @property
     def name(self) -> str:
@@ -88,18 +90,9 @@ def prepare(kind: str, study_name: str, unit: str, profile: str | None = None,
                                     f"({meta} is missing); run `dvc repro {target}`")
     fn = getattr(importlib.import_module(stage.entry), stage.function(cfg, unit))
     # after the entry's import: torch is loaded exactly when the stage's code uses it
-    return Prepared(params, study, stage, cfg, unit, fn, executor_name(), devices.resolve())
-
-
-def _reader(study: str) -> Callable[[str, str, str], Any]:
-    def read(kind: str, unit: str, name: str) -> Any:
-        path = study_dir(study, kind, unit) / name
-        if not path.exists():
-            raise MissingInputError(f"{study}: {kind} unit {unit!r} has no {name} ({path}); "
-                                    f"run `dvc repro {dvc_target(study, kind, unit)}`")
-        return read_file(path)
-
-    return read
+    device = devices.resolve()
+    return Prepared(params, study, stage, cfg, unit, fn, study_dir(study_name, kind, unit), executor_name(),
+                    device, stage.precision(cfg, unit, device))
 
 
 RenderWriter = Callable[..., Any]
@@ -108,10 +101,7 @@ RenderWriter = Callable[..., Any]
 def device_record(p: Prepared) -> dict[str, Any]:
     """Set the unit's declared float32 matmul precision on its device, then describe the device: the
     record (``meta.json``, MLflow tags) says what the unit computes in, not torch's defaults."""
-    declared = p.stage.precision(p.cfg, p.unit, p.device)
-    if declared is not None:
-        devices.set_matmul_precision(p.device, declared)
-    return devices.describe(p.device)
+    return devices.record(p.device, p.precision)
 
 
 @dataclass
@@ -122,6 +112,7 @@ class Started:
     tags: dict[str, str]
     provenance: dict[str, Any]
     data_sha256: dict[str, str]
+    params: dict[str, Any]  # the resolved section, flat, as MLflow's params
     hardware: dict[str, Any] | None
     clock: float = field(default_factory=time.time)
 
@@ -137,60 +128,47 @@ class Ran:
 
 
 def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
-    """Run a prepared unit (:func:`prepare`) and write what it returns; returns the final output.
+    """Run a prepared unit (:func:`prepare`): begin, context, run, write, record; returns the final output.
 
     Render units pass :func:`pipeline.writer.figures.write_render` (only they load the plotting code)."""
     started = begin(p)
     tracking = p.params.tracking
-    with Tracker(p.study.name, started.name, started.tags, params={"profile": p.params.profile, **flatten(p.cfg)},
-                 enabled=tracking.enabled, on_error=tracking.on_error,
-                 datasets=dataset_inputs(started.data_sha256)) as tracker:
+    with Tracker(p.study.name, started.name, started.tags, params=started.params, enabled=tracking.enabled,
+                 on_error=tracking.on_error, datasets=dataset_inputs(started.data_sha256)) as tracker:
         ctx = context(p, started)
         ran = run_unit(p, ctx, tracker, started)
         write(p, ran.final, tracker, started, render_writer)
-        record(p, ran, tracker, started)
-    ctx.log(f"done in {time.time() - started.clock:.1f} s (the study's own code: {ran.study_seconds:.1f} s)")
-    progress.record_timing({"stage": started.name, "first_line": ran.first_line, "last_line": ran.last_line,
-                            "study_seconds": ran.study_seconds, "written": time.time()})
+        record(ran, tracker, started)
+    progress.finished(started.name, started.clock, ran.first_line, ran.last_line, ran.study_seconds)
     return ran.final
 
 
 def begin(p: Prepared) -> Started:
     """The plan line (a stage estimated above 24 h stops here, before any compute, unless
-    TRAINSCAPE_ALLOW_LONG=1), the data checksums, the run's tags and the outputs' provenance, and for a
-    training unit the device at its declared precision."""
+    TRAINSCAPE_ALLOW_LONG=1), for a training unit the device at its declared precision, then the run's tags
+    and the outputs' provenance (commit, params hash, data checksums, device)."""
     name = p.name
     planning.before_stage(p.study, p.stage, p.cfg, p.unit, p.device, lambda msg: print(f"[{name}] {msg}", flush=True))
-    sums = data_checksums(tuple(p.stage.datasets(p.cfg, p.unit)))
-    phash = params_hash(p.cfg)
     hardware = device_record(p) if p.stage.kind == "train" else None
-    tags = run_tags(study=p.study.name, stage=name, profile=p.params.profile, params_hash=phash, data_sha256=sums)
-    if hardware:  # where a training stage ran and at which float32 matmul precision
-        tags = {**tags, **{f"device.{k}": str(v) for k, v in hardware.items() if v is not None}}
-    tags = {**tags, "executor": p.executor}  # MLflow only: outputs are the same on every executor
-    prov = output_provenance(study=p.study.name, stage=name, profile=p.params.profile, params_hash=phash,
-                             data_sha256=sums, device=hardware)
-    return Started(name, tags, prov, sums, hardware)
+    if hardware:
+        print(f"[{name}] {devices.line(hardware)}", flush=True)
+    phash, flat = params_hash(p.cfg), {"profile": p.params.profile, **flatten(p.cfg)}
+    sums, tags, prov = stage_provenance(study=p.study.name, stage=name, profile=p.params.profile,
+                                        params_hash=phash, datasets=tuple(p.stage.datasets(p.cfg, p.unit)),
+                                        device=hardware)
+    return Started(name, {**tags, "executor": p.executor}, prov, sums, flat, hardware)  # executor: MLflow only
 
 
 def context(p: Prepared, started: Started) -> Context:
     """What the study's function sees: only what its stage declares (what dvc.yaml lists for the unit)."""
-    study, kind, unit = p.study.name, p.stage.kind, p.unit
-    out_dir = study_dir(study, kind, unit)
-
-    def own(fname: str) -> Any:
-        path = out_dir / fname
-        return read_file(path) if path.exists() else None
-
-    view = DeclaredView(p.cfg, key_paths(p.stage.keys(p.cfg, unit)), where=started.name)
-    reader = declared_reader(_reader(study), p.stage.reads(p.cfg, unit), started.name)
-    ctx = Context(study=study, kind=kind, unit=unit, profile=p.params.profile, cfg=view, device=p.device,
-                  stage=started.name, provenance=started.provenance, reader=reader, own=own,
-                  log=lambda msg: print(f"[{started.name}] {msg}", flush=True), progress=progress.bars(started.name),
-                  mapper=mapper(p.executor))
-    if started.hardware:
-        ctx.log(devices.line(started.hardware))
-    return ctx
+    read = unit_reader(p.study.name)
+    view = DeclaredView(p.cfg, key_paths(p.stage.keys(p.cfg, p.unit)), where=started.name)
+    return Context(study=p.study.name, kind=p.stage.kind, unit=p.unit, profile=p.params.profile, cfg=view,
+                   device=p.device, stage=started.name, provenance=started.provenance,
+                   reader=declared_reader(read, p.stage.reads(p.cfg, p.unit), started.name),
+                   own=lambda name: read(p.stage.kind, p.unit, name, required=False),
+                   log=lambda msg: print(f"[{started.name}] {msg}", flush=True), progress=progress.bars(started.name),
+                   mapper=mapper(p.executor))
 
 
 def run_unit(p: Prepared, ctx: Context, tracker: Tracker, started: Started) -> Ran:
@@ -211,7 +189,7 @@ def run_unit(p: Prepared, ctx: Context, tracker: Tracker, started: Started) -> R
             study_seconds += time.perf_counter() - computing
         if not p.stage.resumable or part.part is None:
             raise TypeError(f"{started.name}: only resumable stages yield parts, each with Output.part set")
-        write_part(p.study.name, p.stage.kind, p.unit, part, tracker, started.provenance)
+        write_part(p.folder, started.name, part, tracker, started.provenance)
     missing = [t for t in p.stage.tables if t not in final.tables]
     if missing:
         raise TypeError(f"{started.name}: the stage declares the tables {missing} but the output has none of them")
@@ -221,20 +199,19 @@ def run_unit(p: Prepared, ctx: Context, tracker: Tracker, started: Started) -> R
 
 
 def write(p: Prepared, final: Output, tracker: Tracker, started: Started, render_writer: RenderWriter | None) -> None:
-    """The unit's outputs: figures and their sidecar (render) or its folder, and its metrics file."""
-    study, kind, unit = p.study.name, p.stage.kind, p.unit
-    if kind == "render":
-        if render_writer is None:
-            raise TypeError(f"{started.name}: a render unit needs the figure writer")
-        metas = {src: _reader(study)(*src, "meta.json") for f in final.figures for src in f.sources}
-        render_writer(study, unit, final, tracker, started.provenance, metas, p.params.figures.of(p.params.profile))
+    """The unit's outputs: figures and their sidecar (render) or its folder, then its metrics file."""
+    metrics = final.metrics if p.stage.metrics else None
+    if p.stage.kind != "render":
+        write_unit(p.folder, started.name, final, tracker, started.provenance, in_place=p.stage.resumable,
+                   metrics=metrics)
+    elif render_writer is None:
+        raise TypeError(f"{started.name}: a render unit needs the figure writer")
     else:
-        write_unit(study, kind, unit, final, tracker, started.provenance, in_place=p.stage.resumable)
-    if p.stage.metrics:
-        write_metrics(started.name, final.metrics)
+        render_writer(p.study.name, p.unit, final, tracker, started.provenance, p.params.figures.of(p.params.profile),
+                      metrics=metrics)
 
 
-def record(p: Prepared, ran: Ran, tracker: Tracker, started: Started) -> None:
+def record(ran: Ran, tracker: Tracker, started: Started) -> None:
     """The stage's MLflow run: its headline numbers, the study's run metrics and the stage's time."""
     tracker.parent.log_metrics({**headline(ran.final.metrics), **ran.final.run_metrics,
                                 "stage_seconds": time.time() - started.clock})

@@ -115,7 +115,6 @@ def fp32_switches():
 
 def _prepared_on_cuda(monkeypatch, unit: str):
     """The real gpu_medium train unit ``unit`` of mupc_training, prepared as on a GPU (CPU torch, CUDA faked)."""
-    import dataclasses
 
     import torch
 
@@ -124,11 +123,13 @@ def _prepared_on_cuda(monkeypatch, unit: str):
 
     tree = read_tree()
     tree["profile"] = "gpu_medium"
+    monkeypatch.setattr(device, "resolve", lambda: "cuda")  # the unit's precision is resolved for its device
     p = stage.prepare("train", "mupc_training", unit, params=parse_params(tree))
     props = SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, total_memory=80 * 2**30)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: props)
     monkeypatch.setattr(device, "_driver", lambda: "580.65.06")
-    return dataclasses.replace(p, device="cuda")
+    assert p.device == "cuda"
+    return p
 
 
 def test_a_tf32_sweeps_device_record_says_tf32(monkeypatch, fp32_switches):

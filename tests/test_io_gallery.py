@@ -129,13 +129,14 @@ def test_manifest_links_the_mlflow_runs_of_the_recorded_run_keys():
 
 
 def test_resumable_unit_lists_the_runs_of_all_its_parts(tmp_path, monkeypatch):
+    unit = tmp_path / "artifacts/s/train/u"
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
     prov = {"stage": "s_train@u"}
     with Tracker("s", "s_train@u", {}) as tr:  # a first, interrupted invocation: one part done
-        write_part("s", "train", "u", Output(part="runs/a", json={"r.json": {"v": 1}}, runs=[Run("a")]), tr, prov)
+        write_part(unit, "s_train@u", Output(part="runs/a", json={"r.json": {"v": 1}}, runs=[Run("a")]), tr, prov)
     with Tracker("s", "s_train@u", {}) as tr:  # the rerun trains the rest and finishes
-        write_part("s", "train", "u", Output(part="runs/b", json={"r.json": {"v": 2}}, runs=[Run("b")]), tr, prov)
-        children = write_unit("s", "train", "u", Output(json={"index.json": ["a", "b"]}), tr, prov, in_place=True)
+        write_part(unit, "s_train@u", Output(part="runs/b", json={"r.json": {"v": 2}}, runs=[Run("b")]), tr, prov)
+        children = write_unit(unit, "s_train@u", Output(json={"index.json": ["a", "b"]}), tr, prov, in_place=True)
     out = tmp_path / "artifacts/s/train/u"
     assert set(children) == {"a", "b"} and all(children.values())
     assert not {"children", "run_key", "mlflow_run_id"} & set(read_json(out / "meta.json"))
@@ -145,11 +146,12 @@ def test_resumable_unit_lists_the_runs_of_all_its_parts(tmp_path, monkeypatch):
 
 
 def test_a_failing_unit_leaves_the_previous_results_whole(tmp_path, monkeypatch):
+    unit = tmp_path / "artifacts/s/train/u"
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
     with Tracker("s", "s_train@u", {}, enabled=False) as tr:
-        write_unit("s", "train", "u", Output(json={"a.json": {"ok": True}}), tr, {}, in_place=False)
+        write_unit(unit, "s_train@u", Output(json={"a.json": {"ok": True}}), tr, {}, in_place=False)
         with pytest.raises(TypeError):
-            write_unit("s", "train", "u", Output(json={"a.json": {"ok": object()}}), tr, {}, in_place=False)
+            write_unit(unit, "s_train@u", Output(json={"a.json": {"ok": object()}}), tr, {}, in_place=False)
     out = tmp_path / "artifacts/s/train/u"
     assert read_json(out / "a.json") == {"ok": True}
     assert sorted(p.name for p in out.parent.iterdir()) == ["u"], "no temporary folder is left behind"

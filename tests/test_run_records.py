@@ -14,8 +14,9 @@ from pipeline.writer import write_unit
 
 
 def _unit(tmp_path, key: str) -> tuple[bytes, bytes, str | None, dict]:
+    unit = tmp_path / "artifacts/s/train/u"
     with Tracker("s", "s_train@u", {}) as tr:
-        write_unit("s", "train", "u", Output(json={"a.json": {"x": 1.5}}, runs=[Run("seed0", metrics={"t": 2.0})],
+        write_unit(unit, "s_train@u", Output(json={"a.json": {"x": 1.5}}, runs=[Run("seed0", metrics={"t": 2.0})],
                                              tables={"runs.csv": pd.DataFrame([{"run": "seed0", "x": 0.1}])},
                                              execution={"trained": [key]}),
                    tr, {"stage": "s_train@u", "git_commit": "c"}, in_place=False)
@@ -38,9 +39,10 @@ def test_a_rerun_writes_the_same_bytes_and_records_its_own_run(tmp_path, monkeyp
 
 
 def test_a_table_is_named_csv(tmp_path, monkeypatch):
+    unit = tmp_path / "artifacts/s/train/u"
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
     with Tracker("s", "s_train@u", {}, enabled=False) as tr, pytest.raises(ValueError, match="CSV"):
-        write_unit("s", "train", "u", Output(tables={"runs.txt": pd.DataFrame([{"a": 1}])}), tr, {"stage": "s"},
+        write_unit(unit, "s_train@u", Output(tables={"runs.txt": pd.DataFrame([{"a": 1}])}), tr, {"stage": "s"},
                    in_place=False)
 
 

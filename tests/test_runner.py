@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -16,8 +17,9 @@ import pytest
 from pipeline import progress, stage
 from pipeline.config import load_params
 from pipeline.contract import Context, Output, Stage, Study
-from pipeline.paths import repo_root
+from pipeline.paths import repo_root, study_dir
 from pipeline.provenance import git_state
+from pipeline.writer import unit_reader
 from tests.conftest import ROOT
 
 
@@ -72,21 +74,23 @@ def test_progress_off_is_silent(monkeypatch, value):
     assert list(progress.bars("s")(iter("ab"), total=2)) == ["a", "b"] and err.getvalue() == ""
 
 
-def test_timings_record_is_appended_only_when_asked(monkeypatch, tmp_path):
+def test_timings_record_is_appended_only_when_asked(monkeypatch, tmp_path, capsys):
     monkeypatch.delenv("TRAINSCAPE_TIMINGS", raising=False)
-    progress.record_timing({"stage": "x"})
+    progress.finished("x", 0.0, 1.0, 2.0, 1.0)
+    assert "[x] done in" in capsys.readouterr().out
     path = tmp_path / "t.jsonl"
     monkeypatch.setenv("TRAINSCAPE_TIMINGS", str(path))
-    progress.record_timing({"stage": "x", "study_seconds": 1.5})
-    progress.record_timing({"stage": "y", "study_seconds": 2.0})
-    assert [line.split('"stage": ')[1][1] for line in path.read_text().splitlines()] == ["x", "y"]
+    progress.finished("x", 0.0, 1.0, 2.5, 1.5)
+    progress.finished("y", 0.0, 1.0, 3.0, 2.0)
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["stage"], r["study_seconds"], r["last_line"]) for r in rows] == [("x", 1.5, 2.5), ("y", 2.0, 3.0)]
 
 
 def test_a_missing_upstream_output_names_the_dvc_target_that_builds_it(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))
     target = "graph/imprint/train/nope/dvc.yaml:imprint_train@nope"
     with pytest.raises(FileNotFoundError, match=f"run `dvc repro {target}`"):
-        stage._reader("imprint")("train", "nope", "metrics.json")
+        unit_reader("imprint")("train", "nope", "metrics.json")
 
 
 # ----------------------------------------------------------------------------- a full disk
@@ -110,7 +114,7 @@ def _whole(ctx: Context, unit: str) -> Output:
 def _prepared(resumable: bool) -> stage.Prepared:
     family = Stage("train", entry="tests.test_runner", units=lambda cfg: ["u"], resumable=resumable)
     return stage.Prepared(load_params(), Study("toy", dict, (family,)), family, {}, "u",
-                          _sweep if resumable else _whole)
+                          _sweep if resumable else _whole, study_dir("toy", "train", "u"))
 
 
 def _disk_full_in(folder: str) -> Callable[[Path, bytes], int]:

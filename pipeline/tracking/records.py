@@ -23,6 +23,7 @@ from typing import Any
 
 from pipeline.io import read_json, write_json
 from pipeline.tracking.journal import journal_dir
+from pipeline.tracking.tracker import Tracker
 
 KEEP = 16  # fingerprints kept per stage (the latest executions with different outputs)
 
@@ -34,6 +35,14 @@ def runs_dir() -> Path:
 
 def record_path(stage: str) -> Path:
     return runs_dir() / f"{stage}.json"
+
+
+def entry(tracker: Tracker, children: Mapping[str, str], execution: Mapping[str, Any]) -> dict[str, Any]:
+    """What a record links an output to: the stage's run key, its experiment, its child runs and what this
+    execution did."""
+    return {"run_key": tracker.parent.run_key, "mlflow_experiment": tracker.study,
+            "mlflow_experiment_id": tracker.experiment_id, "children": dict(children),
+            "execution": dict(execution)}
 
 
 def fingerprint(obj: Any) -> str:

@@ -7,13 +7,15 @@ interrupted stage leaves the previous results whole (resumable units write each 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pipeline.contract import Output, Run
 from pipeline.io import atomic_dir, read_json, read_npz, write_csv, write_json, write_npz
-from pipeline.paths import metrics_path, stage_name, study_dir
+from pipeline.paths import dvc_target, metrics_path, study_dir
+from pipeline.provenance import MissingInputError
 from pipeline.tracking import Tracker
 from pipeline.tracking import records as run_records
 
@@ -41,14 +43,6 @@ def write_files(folder: Path, output: Output) -> list[Path]:
     return paths
 
 
-def run_entry(tracker: Tracker, children: Mapping[str, str], execution: Mapping[str, Any]) -> dict[str, Any]:
-    """What a run record (:mod:`pipeline.tracking.records`) links an output to: the stage's run key, its experiment,
-    its child runs and what this execution did."""
-    return {"run_key": tracker.parent.run_key, "mlflow_experiment": tracker.study,
-            "mlflow_experiment_id": tracker.experiment_id, "children": dict(children),
-            "execution": dict(execution)}
-
-
 def log_runs(tracker: Tracker, runs: list[Run], folder: Path) -> dict[str, str]:
     """Each :class:`Run` as a child of the stage's run; returns ``{name: run id}`` (run keys in
     journal mode, see :mod:`pipeline.tracking`). Files are logged from ``folder`` before it is swapped
@@ -66,27 +60,50 @@ def log_runs(tracker: Tracker, runs: list[Run], folder: Path) -> dict[str, str]:
     return ids
 
 
-def write_unit(study: str, kind: str, unit: str, output: Output, tracker: Tracker,
-               provenance: Mapping[str, Any], *, in_place: bool) -> dict[str, str]:
-    """A train/extract unit: its files and ``meta.json`` in ``artifacts/<study>/<kind>/<unit>``.
+def unit_reader(study: str) -> Callable[..., Any]:
+    """A stage's reader of the files the units of ``study`` wrote: ``read(kind, unit, name)``; a missing file
+    names the target that builds it, or with ``required=False`` is None (what a resumable unit finds of its own
+    earlier parts)."""
+
+    def read(kind: str, unit: str, name: str, *, required: bool = True) -> Any:
+        path = study_dir(study, kind, unit) / name
+        if path.exists():
+            return read_file(path)
+        if not required:
+            return None
+        raise MissingInputError(f"{study}: {kind} unit {unit!r} has no {name} ({path}); "
+                                f"run `dvc repro {dvc_target(study, kind, unit)}`")
+
+    return read
+
+
+@contextlib.contextmanager
+def _target(folder: Path, in_place: bool) -> Iterator[Path]:
+    """Where a unit's files go: its folder itself (``in_place``), or a temporary twin swapped in whole."""
+    if in_place:
+        folder.mkdir(parents=True, exist_ok=True)
+        yield folder
+    else:
+        with atomic_dir(folder) as tmp:
+            yield tmp
+
+
+def write_unit(folder: Path, stage: str, output: Output, tracker: Tracker, provenance: Mapping[str, Any], *,
+               in_place: bool, metrics: Any = None) -> dict[str, str]:
+    """A train/extract unit: its files and ``meta.json`` in its ``folder`` (``artifacts/<study>/<kind>/<unit>``),
+    its run record, then its published ``metrics`` (``reports/metrics/<stage>.json``) where it has them.
 
     ``in_place`` (resumable units) keeps parts written earlier; otherwise the folder is swapped whole.
     ``meta.json`` holds what the inputs determine; the run key and child runs go to the stage's run record.
     """
-    out = study_dir(study, kind, unit)
-    meta = {**provenance, **output.meta}
-    if in_place:
-        out.mkdir(parents=True, exist_ok=True)
-        write_files(out, output)
-        children = {**parts_children(stage_name(study, kind, unit), out), **log_runs(tracker, output.runs, out)}
-        write_json(out / "meta.json", meta)
-    else:
-        with atomic_dir(out) as tmp:
-            write_files(tmp, output)
-            children = log_runs(tracker, output.runs, tmp)
-            write_json(tmp / "meta.json", meta)
-    run_records.record(stage_name(study, kind, unit), read_json(out / "meta.json"),
-                       run_entry(tracker, children, output.execution))
+    children = parts_children(stage, folder) if in_place else {}  # the parts it holds, this run's and earlier
+    with _target(folder, in_place) as tmp:
+        write_files(tmp, output)
+        children.update(log_runs(tracker, output.runs, tmp))
+        write_json(tmp / "meta.json", {**provenance, **output.meta})
+    run_records.record(stage, read_json(folder / "meta.json"), run_records.entry(tracker, children, output.execution))
+    if metrics is not None:
+        write_json(metrics_path(stage), metrics)
     return children
 
 
@@ -97,19 +114,15 @@ def parts_children(stage: str, out: Path) -> dict[str, str]:
     return run_records.part_children(stage, parts)
 
 
-def write_part(study: str, kind: str, unit: str, part: Output, tracker: Tracker,
+def write_part(folder: Path, stage: str, part: Output, tracker: Tracker,
                provenance: Mapping[str, Any]) -> dict[str, str]:
     """One part of a resumable unit, as ``<unit folder>/<part>/``, the moment it is computed."""
-    folder = study_dir(study, kind, unit) / str(part.part)
-    with atomic_dir(folder) as tmp:
+    out = folder / str(part.part)
+    with atomic_dir(out) as tmp:
         write_files(tmp, part)
         children = log_runs(tracker, part.runs, tmp)
         write_json(tmp / "meta.json", {**provenance, **part.meta})
-    run_records.record(stage_name(study, kind, unit), read_json(folder / "meta.json"),
-                       run_entry(tracker, children, part.execution), part=str(part.part))
+    run_records.record(stage, read_json(out / "meta.json"), run_records.entry(tracker, children, part.execution),
+                       part=str(part.part))
     tracker.checkpoint()  # the part's runs are journaled with it: a killed stage's parts still reach MLflow
     return children
-
-
-def write_metrics(stage: str, metrics: Mapping[str, Any]) -> Path:
-    return write_json(metrics_path(stage), metrics)

@@ -20,7 +20,7 @@ from pipeline import registry
 from pipeline.config import FIGURE_FORMATS, figure_workers_setting
 from pipeline.contract import Figure, Output
 from pipeline.io import atomic_dir, read_json, write_json
-from pipeline.paths import figures_dir, rel, sidecar_path
+from pipeline.paths import figures_dir, metrics_path, rel, sidecar_path, study_dir
 from pipeline.plotting import (
     check_chromium,
     dpi,
@@ -34,7 +34,7 @@ from pipeline.plotting import (
 )
 from pipeline.tracking import Tracker
 from pipeline.tracking import records as run_records
-from pipeline.writer import run_entry, write_files
+from pipeline.writer import write_files
 
 
 def kaleido_static(fig: Figure) -> bool:
@@ -147,14 +147,15 @@ def figure_data(provenance: Mapping[str, Any], sources: list[Mapping[str, Any]])
 
 
 def write_render(study: str, unit: str, output: Output, tracker: Tracker, provenance: Mapping[str, Any],
-                 source_meta: Mapping[tuple[str, str], Mapping[str, Any]],
-                 formats: Sequence[str] = FIGURE_FORMATS) -> Path:
+                 formats: Sequence[str] = FIGURE_FORMATS, *, metrics: Any = None) -> Path:
     """A render unit: figure files in ``formats`` (and any JSON) in ``reports/figures/<study>/<unit>/``, the
-    figures logged to the stage's run, and the sidecar ``<unit>.figures.json`` the gallery stage reads.
+    figures logged to the stage's run, the sidecar ``<unit>.figures.json`` the gallery stage reads, then its
+    published ``metrics`` where it has them.
 
     The sidecar holds what the inputs determine: each source as its stage and the fingerprint of its
     ``meta.json`` (:func:`pipeline.tracking.records.fingerprint`), which the gallery resolves to the runs recorded
     for it; the render's own run goes to its run record."""
+    source_meta = {src: read_json(study_dir(study, *src) / "meta.json") for f in output.figures for src in f.sources}
     out = figures_dir(study) / unit
     saved: list[tuple[Figure, list[str]]] = []
     with atomic_dir(out) as tmp:
@@ -178,5 +179,7 @@ def write_render(study: str, unit: str, output: Output, tracker: Tracker, proven
         })
     sidecar = {"stage": provenance["stage"], "figures": entries}
     path = write_json(sidecar_path(study, unit), sidecar)
-    run_records.record(str(provenance["stage"]), read_json(path), run_entry(tracker, {}, output.execution))
+    run_records.record(str(provenance["stage"]), read_json(path), run_records.entry(tracker, {}, output.execution))
+    if metrics is not None:
+        write_json(metrics_path(str(provenance["stage"])), metrics)
     return path

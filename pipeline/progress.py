@@ -1,6 +1,7 @@
-"""Bookkeeping of a running stage: its progress bars and the timings of its study code.
+"""Bookkeeping of a running stage: what it shows of itself (its progress bars and the line it ends with, done or
+a failed write) and the timings of its study code.
 
-Neither changes what a stage computes or writes, so this module is bookkeeping (``pipeline.graph``'s
+None of it changes what a stage computes or writes, so this module is bookkeeping (``pipeline.graph``'s
 ``BOOKKEEPING``): a change to how progress is shown leaves every stage up to date.
 """
 
@@ -11,9 +12,12 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
+
+from pipeline.paths import rel
 
 
 class _Lines:
@@ -70,3 +74,29 @@ def finished(stage: str, clock: float, first_line: float, last_line: float, stud
         with open(path, "a") as fh:
             fh.write(json.dumps({"stage": stage, "first_line": first_line, "last_line": last_line,
                                  "study_seconds": study_seconds, "written": time.time()}) + "\n")
+
+
+WRITE_FAILED = 4  # exit code: an output could not be written (a full disk); what was written stays
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository where it lies inside it (the run records may not)."""
+    try:
+        return rel(path)
+    except ValueError:
+        return str(path)
+
+
+def write_failed_line(stage: str, exc: OSError, target: str, parts: Path | None) -> str:
+    """The one line a failed write (:class:`pipeline.io.WriteError`) ends a stage with: which file and why, what
+    stays, and the rerun. ``parts``: a resumable unit's folder, whose finished parts stay (a rerun resumes after
+    them; each part's ``meta.json`` is written last); None when the unit is written whole (a rerun starts it
+    again)."""
+    why = (exc.strerror or "error")[:1].lower() + (exc.strerror or "error")[1:]
+    head = f"error: {stage}: {why} writing {_shown(Path(exc.filename or '?'))}"
+    if parts is None:
+        return (f"{head}; nothing is half-written and earlier outputs stay as they were: free space and rerun "
+                f"`dvc repro {target}`")
+    n = sum(1 for _ in parts.glob("*/**/meta.json"))
+    return (f"{head}; the {n} finished part{'' if n == 1 else 's'} in {_shown(parts)} are kept and nothing is "
+            f"half-written: free space and rerun `dvc repro {target}` to resume")

@@ -36,7 +36,7 @@ from pipeline.contract import Context, Output, Stage, Study
 from pipeline.declared import DeclaredView, declared_reader, key_paths
 from pipeline.executor import ClusterLostError, executor_name, mapper
 from pipeline.io import WriteError
-from pipeline.paths import dvc_target, rel, stage_name, study_dir
+from pipeline.paths import dvc_target, stage_name, study_dir
 from pipeline.provenance import MissingInputError, stage_provenance
 from pipeline.tracking import Tracker, dataset_inputs, tracking_mode
 from pipeline.writer import unit_reader, write_part, write_unit
@@ -114,6 +114,7 @@ class Started:
     data_sha256: dict[str, str]
     params: dict[str, Any]  # the resolved section, flat, as MLflow's params
     hardware: dict[str, Any] | None
+    bars: Callable[..., Any]  # the unit's progress bars (Context.progress)
     clock: float = field(default_factory=time.time)
 
 
@@ -145,8 +146,8 @@ def execute(p: Prepared, render_writer: RenderWriter | None = None) -> Output:
 
 def begin(p: Prepared) -> Started:
     """The plan line (a stage estimated above 24 h stops here, before any compute, unless
-    TRAINSCAPE_ALLOW_LONG=1), for a training unit the device at its declared precision, then the run's tags
-    and the outputs' provenance (commit, params hash, data checksums, device)."""
+    TRAINSCAPE_ALLOW_LONG=1), for a training unit the device at its declared precision, then the run's tags,
+    the outputs' provenance (commit, params hash, data checksums, device) and the unit's progress bars."""
     name = p.name
     planning.before_stage(p.study, p.stage, p.cfg, p.unit, p.device, lambda msg: print(f"[{name}] {msg}", flush=True))
     hardware = device_record(p) if p.stage.kind == "train" else None
@@ -156,7 +157,8 @@ def begin(p: Prepared) -> Started:
     sums, tags, prov = stage_provenance(study=p.study.name, stage=name, profile=p.params.profile,
                                         params_hash=phash, datasets=tuple(p.stage.datasets(p.cfg, p.unit)),
                                         device=hardware)
-    return Started(name, {**tags, "executor": p.executor}, prov, sums, flat, hardware)  # executor: MLflow only
+    return Started(name, {**tags, "executor": p.executor}, prov, sums, flat, hardware,  # executor: MLflow only
+                   progress.bars(name))
 
 
 def context(p: Prepared, started: Started) -> Context:
@@ -167,7 +169,7 @@ def context(p: Prepared, started: Started) -> Context:
                    device=p.device, stage=started.name, provenance=started.provenance,
                    reader=declared_reader(read, p.stage.reads(p.cfg, p.unit), started.name),
                    own=lambda name: read(p.stage.kind, p.unit, name, required=False),
-                   log=lambda msg: print(f"[{started.name}] {msg}", flush=True), progress=progress.bars(started.name),
+                   log=lambda msg: print(f"[{started.name}] {msg}", flush=True), progress=started.bars,
                    mapper=mapper(p.executor))
 
 
@@ -231,40 +233,10 @@ def headline(metrics: Any, prefix: str = "", limit: int = 200) -> dict[str, floa
     return {re.sub(r"[^\w.\-/ ]", "_", k): v for k, v in out.items()}
 
 
-WRITE_FAILED = 4  # exit code: an output could not be written (a full disk); what was written stays
-
-
-def _shown(path: Path) -> str:
-    """``path`` relative to the repository where it lies inside it (the run records may not)."""
-    try:
-        return rel(path)
-    except ValueError:
-        return str(path)
-
-
-def finished_parts(folder: Path) -> int:
-    """How many parts of a resumable unit are on disk whole (each part's ``meta.json`` is written last)."""
-    return sum(1 for _ in folder.glob("*/**/meta.json"))
-
-
-def write_failed_line(stage: str, exc: WriteError, target: str, kept: tuple[int, Path] | None) -> str:
-    """The one line a failed write ends a stage with: which file and why, what stays, and the rerun.
-    ``kept``: the parts a resumable unit finished and its folder (a rerun resumes after them); None when
-    the unit is written whole (a rerun starts it again)."""
-    why = (exc.strerror or "error")[:1].lower() + (exc.strerror or "error")[1:]
-    head = f"error: {stage}: {why} writing {_shown(exc.path)}"
-    if kept is None:
-        return (f"{head}; nothing is half-written and earlier outputs stay as they were: free space and rerun "
-                f"`dvc repro {target}`")
-    n, folder = kept
-    return (f"{head}; the {n} finished part{'' if n == 1 else 's'} in {_shown(folder)} are kept and nothing is "
-            f"half-written: free space and rerun `dvc repro {target}` to resume")
-
-
 def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter | None = None,
          checks: Callable[[], Any] | None = None) -> int:
     """Entry of ``stages/<kind>.py``: a process exit code (2 for bad input or a missing input, before
-    any compute; 3 for a lost Ray head; :data:`WRITE_FAILED` for an output that could not be written).
+    any compute; 3 for a lost Ray head; :data:`pipeline.progress.WRITE_FAILED` for an output that could not be written).
     ``checks`` validates the stage script's own settings (e.g. the renderer's)."""
     ap = argparse.ArgumentParser(prog=f"python -m stages.{kind}", description=f"run one {kind} unit of a study")
     ap.add_argument("study")
@@ -284,11 +256,10 @@ def main(kind: str, argv: list[str] | None = None, render_writer: RenderWriter |
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except WriteError as exc:  # a full disk: one line, not a traceback; what was written stays
-        folder = study_dir(prepared.study.name, kind, prepared.unit)
-        kept = (finished_parts(folder), folder) if prepared.stage.resumable else None
-        print(write_failed_line(prepared.name, exc, dvc_target(prepared.study.name, kind, prepared.unit), kept),
+        print(progress.write_failed_line(prepared.name, exc, dvc_target(prepared.study.name, kind, prepared.unit),
+                                         prepared.folder if prepared.stage.resumable else None),
               file=sys.stderr, flush=True)
-        return WRITE_FAILED
+        return progress.WRITE_FAILED
     except ClusterLostError as exc:  # the parts written so far stay; the run record and journal are closed
         print(f"error: {prepared.name}: {exc}", file=sys.stderr, flush=True)
         sys.stdout.flush()

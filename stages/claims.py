@@ -12,7 +12,7 @@ from pipeline.claims import run, strict_from_env
 from pipeline.config import ConfigError, load_params
 from pipeline.contract import CLAIM_ROLES
 from pipeline.io import WriteError
-from pipeline.stage import WRITE_FAILED, write_failed_line
+from pipeline.progress import WRITE_FAILED, write_failed_line
 from stages import finish
 
 

@@ -17,7 +17,7 @@ from pipeline.config import ConfigError, Params, load_params
 from pipeline.gallery import build_manifest, gallery_html, link_runs
 from pipeline.io import WriteError, read_json, write_bytes, write_json
 from pipeline.paths import rel, repo_root, sidecar_path, stage_name, study_dir
-from pipeline.stage import WRITE_FAILED, write_failed_line
+from pipeline.progress import WRITE_FAILED, write_failed_line
 from pipeline.tracking import run_map, sync, tracking_mode
 from pipeline.tracking.records import with_runs
 from stages import finish

@@ -141,7 +141,7 @@ def test_a_full_disk_ends_the_stage_with_one_line_and_a_rerun_resumes(tmp_path, 
     out = tmp_path / "artifacts/toy/train/u"
     monkeypatch.setattr(Path, "write_bytes", _disk_full_in("c" if resumable else "u"))
 
-    assert stage.main("train", ["toy", "u"]) == stage.WRITE_FAILED
+    assert stage.main("train", ["toy", "u"]) == progress.WRITE_FAILED
     err = capsys.readouterr().err
     target = "`dvc repro graph/toy/train/u/dvc.yaml:toy_train@u`"
     if resumable:
@@ -196,7 +196,7 @@ def test_a_full_disk_ends_the_claims_and_gallery_stages_with_one_line(tmp_path, 
     if module == "gallery":  # a gallery of no study: nothing to render first, only its two files to write
         monkeypatch.setattr(mod.registry, "names", lambda: [])
     main = mod.main
-    assert main([]) == stage.WRITE_FAILED
+    assert main([]) == progress.WRITE_FAILED
     assert capsys.readouterr().err == (
         f"error: {target}: no space left on device writing {written}; nothing is half-written and earlier outputs "
         f"stay as they were: free space and rerun `dvc repro dvc.yaml:{target}`\n")

@@ -96,11 +96,12 @@ def write_unit(folder: Path, stage: str, output: Output, tracker: Tracker, prove
     ``in_place`` (resumable units) keeps parts written earlier; otherwise the folder is swapped whole.
     ``meta.json`` holds what the inputs determine; the run key and child runs go to the stage's run record.
     """
-    children = parts_children(stage, folder) if in_place else {}  # the parts it holds, this run's and earlier
     with _target(folder, in_place) as tmp:
         write_files(tmp, output)
-        children.update(log_runs(tracker, output.runs, tmp))
+        children = log_runs(tracker, output.runs, tmp)
         write_json(tmp / "meta.json", {**provenance, **output.meta})
+    if in_place:  # the parts it holds, this run's and earlier ones' (this write leaves them as they were)
+        children = {**parts_children(stage, folder), **children}
     run_records.record(stage, read_json(folder / "meta.json"), run_records.entry(tracker, children, output.execution))
     if metrics is not None:
         write_json(metrics_path(stage), metrics)

@@ -11,6 +11,7 @@ Layer maps (pre-activation form, the activation acts on a layer's *input*):
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -193,13 +194,15 @@ def output_prediction(spec: NetSpec, w: Weights, m: Multipliers, z_last: torch.T
     return m.a_out * torch.matmul(phi(spec.act, z_last), w.w_out.transpose(-1, -2))
 
 
-def feedforward(spec: NetSpec, w: Weights, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Feed-forward activities z [R, H, B, N] and output ŷ [R, B, d_y] (activity init, §1.5)."""
+def feedforward(spec: NetSpec, w: Weights, x: torch.Tensor,
+                hidden: Sequence[torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Feed-forward activities z [R, H, B, N] and output ŷ [R, B, d_y] (activity init, §1.5). ``hidden``: the
+    hidden weights layer by layer ([R, N, N] each), where a caller differentiates by layer (default: ``w.w_hid``'s)."""
     m = multipliers(spec)
     z = [input_prediction(w, m, x)]
     # one unbind, not a slice per layer: under autograd each slice's backward writes a gradient the size of all
     # of w_hid, which made a BP step O(H²·N²) (a 512-layer net of width 128: 22 s a step on one core, not 0.2)
-    hidden = w.w_hid.unbind(1)
+    hidden = w.w_hid.unbind(1) if hidden is None else hidden
     for ell in range(spec.H - 1):
         z.append(m.a_hid * torch.matmul(phi(spec.act, z[-1]), hidden[ell].transpose(-1, -2)) + m.s * z[-1])
     zs = torch.stack(z, dim=1)

@@ -22,8 +22,10 @@ written stay, and a rerun on a running cluster resumes from them.
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -78,8 +80,22 @@ def side_by_side() -> int:
     return worker_count() if executor_name() == "processes" else 1
 
 
+class TaskError(RuntimeError):
+    """A task's error that could not travel back from its worker process as itself (its class does not survive
+    pickling, as scipy's ``ArpackNoConvergence``): its type, message and traceback, as text. Without it the pool
+    broke with a ``TypeError`` about the class's arguments, and the cause was lost."""
+
+
 def _in_worker(fn: Callable[[Any], Any], item: Any) -> tuple[dict[str, Any], Any]:
-    return {"executor": "processes", "host": socket.gethostname(), "pid": os.getpid()}, fn(item)
+    try:
+        result = fn(item)
+    except Exception as exc:
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:
+            raise TaskError(f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}") from None
+        raise
+    return {"executor": "processes", "host": socket.gethostname(), "pid": os.getpid()}, result
 
 
 def process_map(fn: Callable[[Any], Any], items: Sequence[Any], *, gpus: float = 0,

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from pipeline.config import ConfigError
-from pipeline.executor import executor_name, local_map, mapper, process_map, ray_map
+from pipeline.executor import TaskError, executor_name, local_map, mapper, process_map, ray_map
 
 
 def test_executor_name_defaults_to_local_and_rejects_unknown(monkeypatch):
@@ -75,3 +75,25 @@ def test_a_worker_process_gets_its_share_of_the_cores(monkeypatch):
     share = max(1, device.cores() // 2)
     assert [r for _, r in sorted(process_map(_threads_for, [64, 64]))] == [share, share]
     assert device.cpu_threads(64) == device.cores() and device.cpu_threads(1) == 1 and device.cpu_threads(0) == 1
+
+
+class _UnpicklableError(Exception):
+    """An error whose class does not survive pickling (its __init__ wants more than its args), as scipy's
+    ArpackNoConvergence."""
+
+    def __init__(self, msg: str, eigenvalues: list) -> None:
+        super().__init__(msg)
+        self.eigenvalues = eigenvalues
+
+
+def _stall(x: int) -> int:
+    if x < 0:
+        raise _UnpicklableError(f"no convergence at {x}", [])
+    return x
+
+
+def test_a_tasks_error_that_cannot_be_pickled_reaches_the_stage_by_name(monkeypatch):
+    """Before, the pool broke on unpickling it (TypeError: __init__() missing arguments) and the cause was lost."""
+    monkeypatch.setenv("TRAINSCAPE_WORKERS", "2")
+    with pytest.raises(TaskError, match=r"_UnpicklableError: no convergence at -3(.|\n)*_stall"):
+        list(process_map(_stall, [1, -3]))

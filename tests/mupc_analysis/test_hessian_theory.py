@@ -87,6 +87,24 @@ def test_relu_hessian_positive_definite(skips):  # §8.2 item 3 (ReLU)
     assert np.linalg.eigvalsh(hz.to_dense(hz.hessian_blocks(spec, w, x, x, z)).numpy())[0] > 0
 
 
+def test_extremes_whose_lanczos_stalls_come_from_the_whole_band(monkeypatch):
+    """ARPACK stalled on a paper cell (ArpackNoConvergence stopped the unit): the extremes are then the band's
+    exact first and last eigenvalues, recorded as ``banded``."""
+    spec = _spec("tanh", False, "sp", N=12, H=6)
+    w = init_weights(spec, [0], dtype=torch.float64)
+    x = hz.hessian_input(12, 0)
+    b = hz.hessian_blocks(spec, w, x, x, feedforward(spec, w, x.view(1, -1))[0][0, :, 0])
+    dense = np.linalg.eigvalsh(hz.to_dense(b).numpy())
+
+    def stall(*args, **kw):
+        raise hz.spla.ArpackNoConvergence("ARPACK error -1: No convergence", np.array([]), np.array([]))
+
+    monkeypatch.setattr(hz.spla, "eigsh", stall)
+    ex = hz.extremes(b)
+    assert (ex.method_max, ex.method_min) == ("banded", "banded")
+    assert ex.lambda_max == pytest.approx(dense[-1], rel=1e-10) and ex.lambda_min == pytest.approx(dense[0], rel=1e-9)
+
+
 @pytest.mark.parametrize("act,skips,param", [("linear", True, "sp"), ("tanh", False, "sp"), ("relu", True, "mupc"),
                                              ("linear", False, "mupc")])
 def test_structured_extremes_and_spectra_match_dense(act, skips, param):

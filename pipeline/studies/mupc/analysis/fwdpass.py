@@ -64,33 +64,41 @@ def record(spec: NetSpec, w: Weights, z: torch.Tensor, y_hat: torch.Tensor, idx:
     return out
 
 
-def run_cell(spec: NetSpec, optims: list[str], batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float,
-             seed: int, device: str) -> torch.Tensor:
-    """Train one (variant, act, N, L) cell with every optimiser stacked: returns [4, R, 5, checks]."""
-    R = len(optims)
-    w = init_weights(spec, [seed] * R, dtype=torch.float32, device=device)
-    # every weight matrix a leaf of its own (a hidden layer: a view of the stack), so that a backward pass returns
-    # a gradient per layer: through the stack, each step allocated (and the kernel zeroed) a gradient the size of
-    # every hidden layer, twice (N = 1,024, L = 512: 6.4 M page faults over 4 steps; 42.5 s of backward, not ≈ 23)
+def trainable(w: Weights, optims: list[str], lr: float) -> tuple[Weights, list[torch.Tensor], Adam | None]:
+    """The weights as ``run_cell`` trains them: every weight matrix a leaf of its own (a hidden layer: a view of
+    the stack), so that a backward pass returns a gradient per layer (through the stack, each step allocated, and
+    the kernel zeroed, a gradient the size of every hidden layer: N = 1,024, L = 512, 6.4 M page faults over 4
+    steps); and Adam's moments for its runs alone."""
     params = [w.w_in, *w.w_hid.unbind(1), w.w_out]
     for p in params:
         p.requires_grad_(True)
-    w = Weights(params[0], w.w_hid, params[-1])
     adam_runs = [r for r, o in enumerate(optims) if o == "adam"]
-    adam = Adam([p.detach()[_runs(adam_runs)] for p in params], lr) if adam_runs else None  # its runs' moments
+    adam = Adam([p.detach()[_runs(adam_runs)] for p in params], lr) if adam_runs else None
+    return Weights(params[0], w.w_hid, params[-1]), params, adam
+
+
+def update(params: list[torch.Tensor], y: torch.Tensor, y_hat: torch.Tensor, optims: list[str], lr: float,
+           adam: Adam | None) -> None:
+    """One BP step on ``mean((y − ŷ)²)`` (runs are independent: their losses summed), each run's update in place."""
+    loss = (y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum()
+    grads = torch.autograd.grad(loss, params)
+    with torch.no_grad():
+        step_in_place(params, list(grads), optims, lr, adam)
+
+
+def run_cell(spec: NetSpec, optims: list[str], batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float,
+             seed: int, device: str) -> torch.Tensor:
+    """Train one (variant, act, N, L) cell with every optimiser stacked: returns [4, R, 5, checks]."""
+    w, params, adam = trainable(init_weights(spec, [seed] * len(optims), dtype=torch.float32, device=device),
+                                optims, lr)
     idx = layer_indices(spec.L)
     rows = []
     for t, (x, y) in enumerate(batches):
         z, y_hat = feedforward(spec, w, x, params[1:-1])
         with torch.no_grad():
             rows.append(record(spec, w, z, y_hat, idx))
-        if t == len(batches) - 1:
-            break  # the last record needs no update
-        loss = (y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum()  # runs are independent
-        grads = torch.autograd.grad(loss, params)
-        with torch.no_grad():
-            step_in_place(params, list(grads), optims, lr, adam)
-        del grads  # before the next backward makes new ones
+        if t < len(batches) - 1:  # the last record needs no update
+            update(params, y, y_hat, optims, lr, adam)
     return torch.stack(rows, dim=-1)
 
 

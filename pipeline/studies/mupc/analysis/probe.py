@@ -10,12 +10,19 @@ import torch
 
 from pipeline.device import cpu_threads
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
-from pipeline.studies.mupc.analysis.cost import D_Y, D, ffwd_flops, init_flops, spectral_flops, theory_flops
+from pipeline.studies.mupc.analysis.cost import (
+    D_Y,
+    VARIANT_INITS,
+    D,
+    ffwd_flops,
+    init_flops,
+    spectral_flops,
+    theory_flops,
+)
 from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
 from pipeline.studies.mupc.engine import hessian as hz
 from pipeline.studies.mupc.engine.cost import blocks_flops, eig_flops
-from pipeline.studies.mupc.engine.energy import Adam
-from pipeline.studies.mupc.engine.model import Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine.model import feedforward, init_weights
 
 Step = tuple[Callable[[], None], float]
 EQ_PROBE_STEPS = 200  # GD steps of a probed equilibrium (their rate is what the estimate needs)
@@ -70,16 +77,12 @@ def fwd_step(*, N: int, L: int, optims: list[str], threads: int, device: str, bu
     runs = len(optims)
     L = _layers(lambda ell: 3 * runs * ffwd_flops(N, ell - 1, 64), L, budget, least=4)
     spec = fwdpass.net_spec("depth_mup_skips", "tanh", N, L)
-    params = [t.requires_grad_(True) for t in init_weights(spec, [0] * runs, device=device).tensors()]
-    adam_runs = [r for r, o in enumerate(optims) if o == "adam"]
-    adam = Adam([p.detach()[adam_runs] for p in params], 1e-3) if adam_runs else None
+    w, params, adam = fwdpass.trainable(init_weights(spec, [0] * runs, device=device), optims, 1e-9)
     x, y = _batch(64, torch.float32, device)
 
     def step() -> None:
-        _, y_hat = feedforward(spec, Weights(*params), x)
-        grads = torch.autograd.grad((y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum(), params)
-        with torch.no_grad():
-            fwdpass.step_in_place(params, list(grads), optims, 1e-9, adam)
+        _, y_hat = feedforward(spec, w, x, params[1:-1])
+        fwdpass.update(params, y, y_hat, optims, 1e-9, adam)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
@@ -92,8 +95,7 @@ def fwd_init(*, init: str, N: int, L: int, threads: int, device: str, budget: fl
     one hidden layer's QR ran at 53 ms a layer where 8 and more ran at 77 ms (N = 1,024, two threads)."""
     _threads(threads, device)
     L = _layers(lambda ell: init_flops(init, N, ell), L, budget, least=8)
-    spec = fwdpass.net_spec({"orthogonal": "orthogonal", "standard": "sp_skips"}.get(init, "depth_mup_skips"),
-                            "tanh", N, L)
+    spec = fwdpass.net_spec(next(v for v, i in VARIANT_INITS.items() if i == init), "tanh", N, L)
     return (lambda: init_weights(spec, [0, 0], device=device)), init_flops(init, N, L)
 
 

@@ -167,6 +167,10 @@ class Cost:
     work: tuple[Work, ...] = ()
     note: str = ""  # what is counted, e.g. "12 of 132 runs already trained, not counted"
     parallel: bool = False
+    # the most memory one task holds at once (bytes, counted from the shapes; 0: not counted); a parallel unit
+    # holds it once per worker
+    peak_bytes: float = 0.0
+    peak_what: str = ""  # the task that holds it, e.g. "cell N=1024 L=512"
 
     @property
     def flops(self) -> float:

@@ -80,6 +80,14 @@ def cpu_threads(requested: int) -> int:
     return max(1, min(int(requested), _cores_share or cores()))
 
 
+def memory_bytes(device: str) -> int:
+    """The memory a stage on ``device`` computes in: the GPU's (torch loaded), else the machine's RAM."""
+    torch = _torch()
+    if device.startswith("cuda") and torch is not None and torch.cuda.is_available():
+        return int(torch.cuda.get_device_properties(int(device.partition(":")[2] or 0)).total_memory)
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def resolve() -> str:
     """The stage's device: ``TRAINSCAPE_DEVICE`` (checked), else ``cuda`` when available, else ``cpu``."""
     asked = os.environ.get(ENV, "")

@@ -44,7 +44,7 @@ from typing import Any
 
 from pipeline import device as devices
 from pipeline import registry
-from pipeline.config import PROFILES, ConfigError, load_params
+from pipeline.config import PROFILES, ConfigError, load_params, params_file
 from pipeline.contract import Cost, Stage, Study, Work
 from pipeline.executor import side_by_side
 from pipeline.io import write_bytes
@@ -305,6 +305,8 @@ class StagePlan:
     note: str = ""
     work: list[tuple[Work, float]] = field(default_factory=list)  # (work, its estimated seconds)
     unestimated: int = 0  # works left out of the estimate (probe failed, or not in a recorded calibration)
+    peak_bytes: float = 0.0  # the most memory the unit holds at once (every worker's task), 0: not counted
+    peak_what: str = ""  # what holds it
 
     @property
     def stage(self) -> str:
@@ -355,6 +357,11 @@ def plan_stage(study: Study, stage: Stage, cfg: Any, unit: str, calibration: Cal
         plan.note += (f"; {calibration.workers} worker processes side by side (TRAINSCAPE_EXECUTOR=processes"
                       f"{share}): the tasks' sum {fmt_seconds(sum(tasks))}"
                       + (f", {fmt_seconds(gpu)} of it on the {calibration.device} one after another" if gpu else ""))
+    if cost.peak_bytes:
+        held = calibration.workers if cost.parallel and calibration.workers > 1 else 1
+        plan.peak_bytes = held * cost.peak_bytes
+        plan.peak_what = cost.peak_what + (f", once in each of {held} workers" if held > 1 else "")
+        plan.note += f"; peak memory ≈ {fmt_bytes(plan.peak_bytes)} ({plan.peak_what})"
     for why, labels in failed.items():
         if calibration.recorded is not None:
             plan.note += f"; NOT in the estimate ({why}): {', '.join(labels)}"
@@ -392,7 +399,8 @@ def plan_profile(profile: str | None = None, device: str | None = None, root: st
 def before_stage(study: Study, stage: Stage, cfg: Any, unit: str, device: str,
                  log: Callable[[str], None]) -> StagePlan | None:
     """The runner's check: log the stage's plan line, and stop a stage estimated above 24 h (a
-    :class:`ConfigError`: one line, exit 2) unless ``TRAINSCAPE_ALLOW_LONG=1``. None when the stage declares
+    :class:`ConfigError`: one line, exit 2) unless ``TRAINSCAPE_ALLOW_LONG=1``, or one that would hold more
+    memory at once than its device has (it would be killed, or swap, hours in). None when the stage declares
     no cost. Shapes the cache lacks are probed now, however small the stage: a probe costs a fraction of a
     second once per machine, while a bound at a guessed slowest rate read as hours for stages of seconds.
     The probe module is loaded whether or not the cache holds the stage's shapes, so the stage loads
@@ -410,6 +418,11 @@ def before_stage(study: Study, stage: Stage, cfg: Any, unit: str, device: str,
         raise ConfigError(f"{plan.stage}: estimate {fmt_seconds(plan.seconds)} on this machine ({device}: "
                           f"{cal.name}) exceeds 24 h ({_count(plan.runs or 0, 'run')}, {fmt_flops(plan.flops or 0)}); "
                           f"{gpu}set {ALLOW_LONG_ENV}=1 to go on anyway (`make plan` shows every stage)")
+    memory = devices.memory_bytes(device)
+    if plan.peak_bytes > memory:
+        raise ConfigError(f"{plan.stage}: would hold ≈ {fmt_bytes(plan.peak_bytes)} at once on {device} "
+                          f"({plan.peak_what}), more than its {fmt_bytes(memory)}; shrink the unit's largest shapes in "
+                          f"{params_file(study.name)} (`make plan` shows every stage)")
     return plan
 
 
@@ -423,6 +436,11 @@ def plan_line(plan: StagePlan, cal: Calibration) -> str:
     return (f"plan: {_count(plan.runs or 0, 'run')} in {_count(plan.groups or 0, 'group')}, "
             f"{fmt_flops(plan.flops or 0)}; estimate {fmt_seconds(plan.seconds)} "
             f"(calibrated on {cal.device}: {cal.name}); {'; '.join([*probed, plan.note] if plan.note else probed)}")
+
+
+def fmt_bytes(b: float) -> str:
+    """``512 MiB``, ``12.9 GiB``."""
+    return f"{b / 2**20:.0f} MiB" if b < 2**30 else f"{b / 2**30:.1f} GiB"
 
 
 def fmt_seconds(s: float) -> str:

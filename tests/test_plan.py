@@ -7,13 +7,16 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from pipeline import device as devices
 from pipeline import graph, plan, registry
 from pipeline.config import ConfigError, load_params
 from pipeline.contract import Work
+from pipeline.studies.mupc.analysis.cost import fwd_cell_bytes
 from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import cost as mupc_cost
 
@@ -174,7 +177,9 @@ def test_a_recorded_gpu_calibration_plans_that_gpu_here_and_probes_nothing(monke
     text = p.read_text()
     every = "    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]"
     assert every in text
-    p.write_text(text.replace(every, "    widths: [512]\n    plot_widths: [512]"))
+    band = "    band_max_n: 4096"  # that card's routes: its cells below the slices took Lanczos extremes then
+    assert band in text
+    p.write_text(text.replace(every, "    widths: [512]\n    plot_widths: [512]").replace(band, "    band_max_n: 0"))
     recorded = H100 / "plan-calibration.json"
     _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@*"], recorded=recorded)
     assert (cal.device, cal.name, cal.probed) == ("cuda", "NVIDIA H100 80GB HBM3", [])
@@ -341,3 +346,30 @@ def test_a_change_to_a_studys_code_keys_its_probes_anew(tmp_path, monkeypatch):
     plan._DIGESTS.clear()
     after = cal.key("pipeline.studies.a.probe", work)
     assert after != before and json.loads(after)["code"] == plan.code_digest("pipeline.studies.a.probe")
+
+
+def test_a_forward_pass_cells_memory_is_its_weights_gradients_moments_and_saved_activities():
+    # N = 2, L = 3 (one hidden-to-hidden matrix), SGD and Adam stacked, batch 1: a run's weights are 2·2 + 784·2 +
+    # 10·2 = 1,592 floats; two runs' weights and gradients and one run's two moments, 6 × 1,592; three [R, B, N]
+    # tensors a layer over L − 1 = 2 layers, 3·2·1·2·2 = 24; float32
+    assert fwd_cell_bytes(2, 3, ["sgd", "adam"], 1) == 4 * (6 * 1592 + 24)
+    assert fwd_cell_bytes(2, 3, ["sgd", "sgd"], 1) == 4 * (4 * 1592 + 24)  # no Adam, no moments
+
+
+def test_a_unit_that_would_hold_more_memory_than_its_device_stops_before_compute(monkeypatch):
+    study = registry.load("mupc_analysis")
+    stage = study.stage("train")
+    cfg = registry.config(study, load_params(), "smoke")
+    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True, shared=False: 1e-18)
+    lines: list[str] = []
+    fp = cfg.fwd_pass
+    ok = plan.before_stage(study, stage, cfg, "fwd_pass", "cpu", lines.append)
+    assert ok.peak_bytes == fwd_cell_bytes(max(fp.widths), max(fp.depths), list(fp.optims), fp.batch_size)
+    cell = f"a cell of N={max(fp.widths)}, L={max(fp.depths)}"
+    assert f"peak memory ≈ {plan.fmt_bytes(ok.peak_bytes)} ({cell})" in lines[0]
+    huge = replace(cfg, fwd_pass=replace(fp, widths=[16384], depths=[512]))  # ≈ 3 TiB of weights and moments
+    with pytest.raises(ConfigError) as err:
+        plan.before_stage(study, stage, huge, "fwd_pass", "cpu", lines.append)
+    msg = str(err.value)
+    assert msg.startswith("mupc_analysis_train@fwd_pass: would hold ≈ ") and "(a cell of N=16384, L=512)" in msg
+    assert f"more than its {plan.fmt_bytes(devices.memory_bytes('cpu'))}" in msg and "params/mupc_analysis.yaml" in msg

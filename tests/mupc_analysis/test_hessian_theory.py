@@ -105,6 +105,29 @@ def test_extremes_whose_lanczos_stalls_come_from_the_whole_band(monkeypatch):
     assert ex.lambda_max == pytest.approx(dense[-1], rel=1e-10) and ex.lambda_min == pytest.approx(dense[0], rel=1e-9)
 
 
+@pytest.mark.parametrize("act,skips,param", [("tanh", False, "sp"), ("relu", False, "sp"), ("linear", True, "mupc")])
+def test_extremes_up_to_band_max_n_are_the_whole_bands_first_and_last_eigenvalues(act, skips, param, monkeypatch):
+    """Up to ``band_max_n`` no Lanczos runs (its time swung 0.01–51 s with the cell's conditioning): λ_max and λ_min
+    are the band's exact first and last eigenvalues; above it, Lanczos as before."""
+    spec = _spec(act, skips, param, N=12, H=6)
+    w = init_weights(spec, [0], dtype=torch.float64)
+    x = hz.hessian_input(12, 0)
+    b = hz.hessian_blocks(spec, w, x, x, feedforward(spec, w, x.view(1, -1))[0][0, :, 0])
+    dense = np.linalg.eigvalsh(hz.to_dense(b).numpy())
+    lanczos = hz.extremes(b, tol=1e-12, band_max_n=71)  # n = 72
+    assert lanczos.method_max == "lanczos_LA"
+
+    def no_lanczos(*args, **kw):
+        raise AssertionError("Lanczos ran at n <= band_max_n")
+
+    monkeypatch.setattr(hz.spla, "eigsh", no_lanczos)
+    ex = hz.extremes(b, tol=1e-12, band_max_n=72)
+    assert (ex.method_max, ex.method_min) == ("banded", "banded")
+    assert ex.lambda_max == pytest.approx(dense[-1], rel=1e-12)
+    assert ex.lambda_min == pytest.approx(dense[0], rel=1e-10, abs=1e-13)
+    assert ex.lambda_max == pytest.approx(lanczos.lambda_max, rel=1e-9)
+
+
 @pytest.mark.parametrize("act,skips,param", [("linear", True, "sp"), ("tanh", False, "sp"), ("relu", True, "mupc"),
                                              ("linear", False, "mupc")])
 def test_structured_extremes_and_spectra_match_dense(act, skips, param):

@@ -118,7 +118,10 @@ def test_auto_spectra_are_dense_on_a_gpu_and_banded_on_the_cpu_in_the_unit_and_i
     assert fixed.backend_on("cpu") == "dense_torch"
     for device, route in (("cpu", "banded"), ("cuda", "dense_torch")):
         methods = {w.shape["method"] for w in analysis_cost.hessian_cost(paper, "hessian_init", device).work}
-        assert methods == {"dense", "structured", route}
+        assert methods == {"dense", "banded", route}  # the paper's cells below its slices: n ≤ 4,096, the band's
+    lanczos = dataclasses.replace(paper, hessian=dataclasses.replace(paper.hessian, band_max_n=1024))
+    methods = {w.shape["method"] for w in analysis_cost.hessian_cost(lanczos, "hessian_init", "cpu").work}
+    assert methods == {"dense", "banded", "structured"}
 
 
 def test_every_profile_resolves_to_todays_values():
@@ -303,8 +306,11 @@ def test_a_share_of_the_gpus_full_spectra_goes_to_the_hosts_band_route(share, ho
     assert set(spectrum_routes(hp, "cpu").values()) == {"banded"}
     cfg = dataclasses.replace(paper, hessian=hp)
     works = analysis_cost.hessian_cost(cfg, "hessian_init", "cuda").work
-    tasks = {m: sum(w.tasks for w in works if w.shape["method"] == m) for m in ("banded", "dense_torch")}
+    full = [w for w in works if 128 in (w.shape["N"], w.shape["H"]) and w.shape["method"] != "dense"]
+    tasks = {m: sum(w.tasks for w in full if w.shape["method"] == m) for m in ("banded", "dense_torch")}
     assert tasks == {"banded": host, "dense_torch": 810 - host}
+    below = [w for w in works if w not in full and w.shape["method"] != "dense"]  # their extremes, from the band
+    assert {w.shape["method"] for w in below} == {"banded"} and sum(w.tasks for w in below) == 540
     assert all(w.host == (w.shape["method"] != "dense_torch") for w in works)
 
 
@@ -381,11 +387,24 @@ def test_spectral_norm_is_the_largest_singular_value(shape):
     np.testing.assert_allclose(got.numpy(), torch.linalg.matrix_norm(w.double(), ord=2).numpy(), rtol=1e-12)
 
 
+def test_fwd_pass_plan_says_on_a_cpu_which_cells_compute_on_subnormals():
+    """Nets without skips at depth: their float32 activities and gradients fall below the normal range, and a CPU
+    computes on them many times slower; the estimate does not count it and the note says so (not on a GPU)."""
+    cfg = _cfg(profile="paper")
+    note = analysis_cost.fwd_cost(cfg, "fwd_pass", "cpu").note
+    # L in {128, 256, 512} x the three no-skip variants x 3 acts x 4 widths
+    assert "NOT counted: 108 cells without skips at L >= 128 compute on float32 subnormals" in note
+    assert "NOT counted" not in analysis_cost.fwd_cost(cfg, "fwd_pass", "cuda").note
+    with_skips = dataclasses.replace(cfg.fwd_pass, variants=["sp_skips", "depth_mup_skips"])
+    skips = dataclasses.replace(cfg, fwd_pass=with_skips)
+    assert "NOT counted" not in analysis_cost.fwd_cost(skips, "fwd_pass", "cpu").note
+
+
 def test_fwd_pass_plan_counts_each_cells_init_once_by_the_variants_init():
     """The plan's init work per (init, N, L): the cells of that init (acts × its variants), one draw each (the
     stacked optimisers share a seed), an orthogonal one with its QRs; the cost module's variant table is the
     unit's."""
-    assert {v: init for v, (_, init, _) in fwdpass.VARIANTS.items()} == analysis_cost.VARIANT_INITS
+    assert {v: (init, skips) for v, (_, init, skips) in fwdpass.VARIANTS.items()} == analysis_cost.VARIANTS
     cfg = _cfg(profile="paper")
     fp = cfg.fwd_pass
     work = {w.label: w for w in analysis_cost.fwd_cost(cfg, "fwd_pass", "cpu").work}

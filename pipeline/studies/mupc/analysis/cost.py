@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from pipeline.contract import Cost, Work
@@ -41,9 +42,10 @@ EQ_STEPS = 1000
 NEWTON_STEPS = {"tanh": 5, "relu": 12}
 LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}  # newton.STEP_SIZES tried a step (tanh: Newton's 4 + Gauss–Newton's 7)
 D, D_Y, RECORDED = 784, 10, 5  # MNIST input, classes; weights whose norms fwd_pass records per check
-# fwd_pass's variants and their weight init (fwdpass.VARIANTS, which imports torch; a test holds them equal)
-VARIANT_INITS = {"sp_no_skips": "standard", "sp_skips": "standard", "depth_mup_no_skips": "standard_gauss",
-                 "depth_mup_skips": "standard_gauss", "orthogonal": "orthogonal"}
+# fwd_pass's variants: their weight init and skips (fwdpass.VARIANTS, which imports torch; a test holds them equal)
+VARIANTS = {"sp_no_skips": ("standard", False), "sp_skips": ("standard", True),
+            "depth_mup_no_skips": ("standard_gauss", False), "depth_mup_skips": ("standard_gauss", True),
+            "orthogonal": ("orthogonal", False)}
 
 
 def ffwd_flops(N: int, H: int, B: int, D: int = D, d_y: int = D_Y) -> float:
@@ -56,6 +58,16 @@ def init_flops(init: str, N: int, L: int) -> float:
     return (L - 1) * (N * N + (8 * N**3 / 3 if init == "orthogonal" else 0))
 
 
+def fwd_cell_bytes(N: int, L: int, optims: list[str], B: int) -> float:
+    """The memory a forward-pass cell holds at once, float32: its stacked weights, one gradient per weight, Adam's
+    two moments for its Adam runs, and what the backward pass keeps (about three [R, B, N] tensors a layer).
+    N = 1,024, L = 512, SGD and Adam: 12.7 GiB counted, the cell's process peaked at 14.6 GiB (its own ≈ 0.6 GiB,
+    MNIST and the allocator's slack beside it; benchmarks/README.md)."""
+    R, adam = len(optims), sum(o == "adam" for o in optims)
+    per_run = (L - 2) * N * N + N * D + D_Y * N
+    return 4 * ((2 * R + 2 * adam) * per_run + 3 * R * B * (L - 1) * N)
+
+
 def spectral_flops(m: int, n: int) -> float:
     """The spectral norm of an m×n matrix (``fwdpass.spectral_norm``): the smaller Gram product, then its
     symmetric eigen-solve (tridiagonalisation)."""
@@ -64,10 +76,13 @@ def spectral_flops(m: int, n: int) -> float:
 
 
 def hessian_method(full: bool, n: int, hp: Any, route: str) -> str:
-    """A cell's eigen-solve: dense up to ``dense_max_n``, else its full spectra's ``route`` or Lanczos extremes."""
+    """A cell's eigen-solve: dense up to ``dense_max_n``, else its full spectra's ``route``, or its extremes from
+    the band (up to ``band_max_n``) or by Lanczos."""
     if n <= hp.dense_max_n or (not full and n <= 3):
         return "dense"
-    return route if full else "structured"
+    if full:
+        return route
+    return "banded" if n <= hp.band_max_n else "structured"
 
 
 def cell_flops(act: str, N: int, H: int, method: str, full: bool, hp: Any) -> float:
@@ -76,7 +91,7 @@ def cell_flops(act: str, N: int, H: int, method: str, full: bool, hp: Any) -> fl
     if act == "linear":
         out += blocks_flops(N, H) + H * dense_flops(N)
         if H > 1:
-            o_method = method if full else ("dense" if max(hp.dense_max_n, 3) >= N * H else "structured")
+            o_method = method if full else hessian_method(False, N * H, hp, "")
             out += eig_flops(o_method, N, H)
     return out
 
@@ -106,7 +121,8 @@ def _fwd(cfg: MupcAnalysisParams) -> Cost:
     R, B, n_cells = len(fp.optims), fp.batch_size, len(fp.acts) * len(fp.variants)
     inits: dict[str, int] = {}  # cells per weight init: one draw of one seed per cell, its optimisers share it
     for variant in fp.variants:
-        inits[VARIANT_INITS[variant]] = inits.get(VARIANT_INITS[variant], 0) + len(fp.acts)
+        init = VARIANTS[variant][0]
+        inits[init] = inits.get(init, 0) + len(fp.acts)
     work = []
     for N, L in itertools.product(fp.widths, fp.depths):
         f = ffwd_flops(N, L - 1, B)
@@ -121,7 +137,9 @@ def _fwd(cfg: MupcAnalysisParams) -> Cost:
         work.append(Work(f"spectral norms N={N}", "spectral_norms", {"N": N, "threads": cfg.threads},
                          n_cells * len(fp.depths) * R * fp.checks * per_check))
     cells = n_cells * len(fp.widths) * len(fp.depths)
-    return Cost(runs=cells * R, groups=cells, work=tuple(work), note=f"{cells} cells × {R} optimisers, float32")
+    N, L = max(fp.widths), max(fp.depths)
+    return Cost(runs=cells * R, groups=cells, work=tuple(work), note=f"{cells} cells × {R} optimisers, float32",
+                peak_bytes=fwd_cell_bytes(N, L, list(fp.optims), B), peak_what=f"a cell of N={N}, L={L}")
 
 
 def newton_step_flops(act: str, N: int, H: int, B: int, cg_iters: int) -> float:
@@ -179,8 +197,23 @@ def hessian_cost(cfg: MupcAnalysisParams, unit: str, device: str,
     return _hessian(cfg, device)
 
 
+SUBNORMAL_FROM_DEPTH = 128  # the shallowest depth whose no-skip cells computed on float32 subnormals (measured)
+
+
 def fwd_cost(cfg: MupcAnalysisParams, unit: str, device: str, previous: Callable[[str], Any] | None = None) -> Cost:
-    return _fwd(cfg)
+    """On a CPU the estimate leaves out one cost, and says so: the activities and gradients of deep nets without
+    skips fall below float32's normal range, and the CPU computes on such subnormal numbers many times slower
+    (a cell of N = 512, L = 256, ``sp_no_skips``, tanh: 20.5 s, 5.0 s with them flushed to zero, which would
+    change the activity norms it records; benchmarks/README.md)."""
+    cost = _fwd(cfg)
+    fp = cfg.fwd_pass
+    deep = [L for L in fp.depths if L >= SUBNORMAL_FROM_DEPTH]
+    no_skips = [v for v in fp.variants if not VARIANTS[v][1]]
+    if device.startswith("cpu") and deep and no_skips:
+        cells = len(deep) * len(no_skips) * len(fp.acts) * len(fp.widths)
+        cost = replace(cost, note=f"{cost.note}; NOT counted: {cells} cells without skips at L >= "
+                                  f"{SUBNORMAL_FROM_DEPTH} compute on float32 subnormals here, up to 6x slower")
+    return cost
 
 
 def theory_grid_cost(cfg: MupcAnalysisParams, unit: str, device: str,

@@ -12,7 +12,7 @@ from pipeline.device import cpu_threads
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
 from pipeline.studies.mupc.analysis.cost import (
     D_Y,
-    VARIANT_INITS,
+    VARIANTS,
     D,
     ffwd_flops,
     init_flops,
@@ -95,7 +95,7 @@ def fwd_init(*, init: str, N: int, L: int, threads: int, device: str, budget: fl
     one hidden layer's QR ran at 53 ms a layer where 8 and more ran at 77 ms (N = 1,024, two threads)."""
     _threads(threads, device)
     L = _layers(lambda ell: init_flops(init, N, ell), L, budget, least=8)
-    spec = fwdpass.net_spec(next(v for v, i in VARIANT_INITS.items() if i == init), "tanh", N, L)
+    spec = fwdpass.net_spec(next(v for v, (i, _) in VARIANTS.items() if i == init), "tanh", N, L)
     return (lambda: init_weights(spec, [0, 0], device=device)), init_flops(init, N, L)
 
 

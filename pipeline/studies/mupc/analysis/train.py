@@ -80,7 +80,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
         arrays["num_hessian_eigenvals"] = ev
         lmax, lmin, mmax, mmin = float(ev[-1]), float(ev[0]), method, method
     else:
-        ex = hessian.extremes(blocks, tol=hp.lanczos_tol, dense_max_n=hp.dense_max_n)
+        ex = hessian.extremes(blocks, tol=hp.lanczos_tol, dense_max_n=hp.dense_max_n, band_max_n=hp.band_max_n)
         lmax, lmin, mmax, mmin = ex.lambda_max, ex.lambda_min, ex.method_max, ex.method_min
     info.update(lambda_max=lmax, lambda_min=lmin, kappa=hessian.cond_num(lmax, lmin), method_lambda_max=mmax,
                 method_lambda_min=mmin, full_spectrum=full)
@@ -116,6 +116,9 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
             if max(hp.dense_max_n, 3) >= N * H:
                 o_ev, _ = hessian.full_spectrum(o_blocks, dense_max_n=hp.dense_max_n)
                 omax, omin, om_max, om_min = float(o_ev[-1]), float(o_ev[0]), "dense", "dense"
+            elif hp.band_max_n >= N * H:
+                o_ev, _ = hessian.full_spectrum(o_blocks, dense_max_n=0, backend="banded")
+                omax, omin, om_max, om_min = float(o_ev[-1]), float(o_ev[0]), "banded", "banded"
             else:
                 op = hessian.matvec_op(o_blocks)
                 omax = hessian._eigsh(op, "LA", hp.lanczos_tol)
@@ -133,7 +136,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
                 arrays["theory_hessian_eigenvals"] = th_ev
                 tmax, tmin = float(th_ev[-1]), float(th_ev[0])
             else:
-                tex = hessian.extremes(tb, tol=hp.lanczos_tol, dense_max_n=hp.dense_max_n)
+                tex = hessian.extremes(tb, tol=hp.lanczos_tol, dense_max_n=hp.dense_max_n, band_max_n=hp.band_max_n)
                 tmax, tmin = tex.lambda_max, tex.lambda_min
             info.update(H_theory_lambda_max=tmax, H_theory_lambda_min=tmin,
                         H_theory_kappa=hessian.cond_num(tmax, tmin))
@@ -221,7 +224,7 @@ def cell_settings(c: dict[str, Any], hp: HessianParams, legacy: bool, full: bool
     """What a cell's numbers depend on (``backend``: its full spectra's route): a kept cell must have been
     computed with these."""
     return {"config": c, "legacy": legacy, "full": full, "dense_max_n": hp.dense_max_n,
-            "backend": backend, "tol": hp.lanczos_tol, "save_weights": hp.save_weights,
+            "band_max_n": hp.band_max_n, "backend": backend, "tol": hp.lanczos_tol, "save_weights": hp.save_weights,
             "autodiff_check_max_n": hp.autodiff_check_max_n}
 
 

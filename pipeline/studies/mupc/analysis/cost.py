@@ -212,7 +212,8 @@ def fwd_cost(cfg: MupcAnalysisParams, unit: str, device: str, previous: Callable
     if device.startswith("cpu") and deep and no_skips:
         cells = len(deep) * len(no_skips) * len(fp.acts) * len(fp.widths)
         cost = replace(cost, note=f"{cost.note}; NOT counted: {cells} cells without skips at L >= "
-                                  f"{SUBNORMAL_FROM_DEPTH} compute on float32 subnormals here, up to 6x slower")
+                                  f"{SUBNORMAL_FROM_DEPTH} compute on float32 subnormals here, up to 7x slower "
+                                  "(benchmarks/README.md)")
     return cost
 
 

@@ -60,8 +60,8 @@ class HessianParams:
     full_spectra: Literal["slices", "all"] = "slices"  # slices: the N = max row and H = max column
     dense_max_n: int = bounded(0, default=64)  # n = N·H at or below: dense eigvalsh for everything
     # above dense_max_n, the extremes of a cell without full spectra: every eigenvalue of the narrowed band at or
-    # below this n (exact; on one core ≤ 1.1 s at n = 4,096), Lanczos above (0.01–16 s at n ≤ 4,096 by the cell's
-    # conditioning, 51 s on a near-singular ReLU cell before falling back to the band: benchmarks/README.md)
+    # below this n (exact; on one core ≤ 1.1 s at n = 4,096), Lanczos above (≤ 0.31 s a well-conditioned cell, 115 s
+    # a near-singular ReLU cell before falling back to the band: benchmarks/README.md, "hessian_init's extremes")
     band_max_n: int = bounded(0, default=4096)
     autodiff_check_max_n: int = bounded(0, default=64)  # cross-check blocks vs torch.func.hessian
     # full spectra above dense_max_n: auto is dense_torch on a GPU and banded on the CPU (LAPACK dsbevd_2stage on

@@ -203,7 +203,7 @@ SUBNORMAL_FROM_DEPTH = 128  # the shallowest depth whose no-skip cells computed 
 def fwd_cost(cfg: MupcAnalysisParams, unit: str, device: str, previous: Callable[[str], Any] | None = None) -> Cost:
     """On a CPU the estimate leaves out one cost, and says so: the activities and gradients of deep nets without
     skips fall below float32's normal range, and the CPU computes on such subnormal numbers many times slower
-    (a cell of N = 512, L = 256, ``sp_no_skips``, tanh: 20.5 s, 5.0 s with them flushed to zero, which would
+    (a cell of N = 512, L = 256, ``sp_no_skips``, tanh: 20.36 s, 5.23 s with them flushed to zero, which would
     change the activity norms it records; benchmarks/README.md)."""
     cost = _fwd(cfg)
     fp = cfg.fwd_pass

@@ -146,6 +146,10 @@ class Work:
     slow to time) and returns ``(step, flops)``: a callable that runs the step once, and the FLOPs of the
     step it built. The planner times the step: seconds per FLOP on this device, cached per device and keyed
     by probe, shape (dtype included) and torch version; the work's estimate is ``flops`` times that rate.
+
+    ``slowdown``, where a probe's step cannot show a cost (a scaled-down step, or one on other data), names a
+    second probe and its shape: it returns ``(step, reference)``, the work's own step and one that runs at the
+    first probe's rate, and the estimate is multiplied by their time ratio (cached as rates are).
     """
 
     label: str  # what it is, e.g. "pc N=512 H=128 T=128, 5 runs per group"
@@ -154,6 +158,7 @@ class Work:
     flops: float  # FLOPs of all of this work's steps, counted from the shapes
     tasks: int = 1  # the equal ``ctx.map`` tasks it is made of, where its unit's cost is ``parallel``
     host: bool = False  # it computes on the CPU whatever the stage's device (numpy, LAPACK): side by side there
+    slowdown: tuple[str, Mapping[str, Any]] | None = None  # (probe, shape) of a measured factor, see above
 
 
 @dataclass(frozen=True)

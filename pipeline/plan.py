@@ -63,6 +63,7 @@ FIXED_SECONDS = {"train": 5.0, "extract": 3.0, "render": 10.0}
 # stand-ins ran several times slower per FLOP than the real shape).
 PROBE_FLOPS = {"cpu": 1e9, "cuda": 2e12}
 PROBE_SECONDS = 0.2  # each probe times its step (after one warm-up call) for about this long
+RATIO_ROUNDS = 2  # a measured slowdown calls its step and its reference in turn this often (after a warm-up each)
 WARM_CALL_SECONDS = 2.0  # a warm-up call this long is taken as the measurement (:func:`_time`)
 
 
@@ -155,6 +156,22 @@ def _time(step: Callable[[], None]) -> float:
         step()
         calls.append(time.perf_counter() - t0)
     return min(calls)
+
+
+def _time_side_by_side(step: Callable[[], None], reference: Callable[[], None],
+                       rounds: int = RATIO_ROUNDS) -> tuple[float, float]:
+    """Seconds per call of two steps whose ratio is wanted: each warmed once, then called in turn ``rounds``
+    times, the fastest of each (the same call timed twice a few seconds apart varied by up to 1.7x here, and a
+    drift shared by both sides cancels)."""
+    step()
+    reference()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        for fn, out in ((step, times[0]), (reference, times[1])):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+    return min(times[0]), min(times[1])
 
 
 @contextlib.contextmanager
@@ -253,6 +270,38 @@ class Calibration:
     def rate(self, module: str, work: Work, probe: bool = True, shared: bool = False) -> float | None:
         """Seconds per FLOP of ``work``'s step on this device: cached, else probed now and cached (``probe``)
         or None; None when the probe fails (the plan then says so: an estimate never makes a stage crash)."""
+        def measure(built: tuple[Callable[[], None], float]) -> dict[str, float]:
+            step, flops = built
+            seconds = _time(step)
+            return {"seconds_per_flop": seconds / flops, "step_flops": flops, "step_seconds": seconds}
+
+        entry = self._entry(module, work, shared, probe, measure)
+        return None if entry is None else float(entry["seconds_per_flop"])
+
+    def slowdown(self, module: str, work: Work, shared: bool = False) -> float | None:
+        """The factor ``work.slowdown`` measures on this device (1 without one): the time of its probe's step over
+        its reference's; cached, else probed now; None when the probe fails or a recorded calibration lacks it."""
+        if work.slowdown is None:
+            return 1.0
+        name, shape = work.slowdown
+
+        def measure(built: tuple[Callable[[], None], Callable[[], None]]) -> dict[str, float]:
+            seconds, reference_seconds = _time_side_by_side(*built)
+            return {"slowdown": seconds / reference_seconds, "step_seconds": seconds,
+                    "reference_seconds": reference_seconds}
+
+        entry = self._entry(module, self.slowdown_work(work), shared, True, measure)
+        return None if entry is None else float(entry["slowdown"])
+
+    @staticmethod
+    def slowdown_work(work: Work) -> Work:
+        """The probe a work's ``slowdown`` names, as a work of its own (its calibration key)."""
+        name, shape = work.slowdown or ("", {})
+        return Work(work.label, name, shape, 0.0, host=work.host)
+
+    def _entry(self, module: str, work: Work, shared: bool, probe: bool,
+               measure: Callable[[Any], dict[str, float]]) -> dict[str, Any] | None:
+        """The cached entry of ``work``'s probe, else (``probe``) its probe's result measured now and cached."""
         key = self.key(module, work, shared)
         if key not in self.entries and self.recorded is not None:
             self.failed[key] = f"not in the recorded calibration {self.recorded.name}"
@@ -267,18 +316,16 @@ class Calibration:
             try:
                 fn = getattr(importlib.import_module(module), work.probe)
                 with _torch_state(device), _core_share(self.cores if shared and self.on_cpu(work) else None):
-                    step, flops = fn(**kwargs)
-                    seconds = _time(step)
+                    entry = measure(fn(**kwargs))
             except Exception as exc:  # reported in the plan, not raised
                 self.failed[key] = f"{type(exc).__name__}: {exc}"
                 return None
             finally:
                 self.probe_seconds += time.perf_counter() - t0
-            self.entries[key] = {"seconds_per_flop": seconds / flops, "step_flops": flops, "step_seconds": seconds,
-                                 "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            self.entries[key] = {**entry, "measured": time.strftime("%Y-%m-%dT%H:%M:%S")}
             self.probed.append(key)
             self._write()
-        return float(self.entries[key]["seconds_per_flop"])
+        return self.entries[key]
 
     def _write(self) -> None:
         """Merge into the file (another stage may have added shapes meanwhile); written atomically."""
@@ -340,15 +387,25 @@ def plan_stage(study: Study, stage: Stage, cfg: Any, unit: str, calibration: Cal
     cost = unit_cost(stage, cfg, unit, calibration.device, previous)
     plan.runs, plan.groups, plan.flops, plan.note, plan.calibrated = cost.runs, cost.groups, cost.flops, cost.note, True
     failed: dict[str, list[str]] = {}  # why -> the works it left out
+    factors: list[float] = []  # the measured slowdowns applied
+    module = stage.probe or ""
     for w in cost.work:
-        rate = calibration.rate(stage.probe or "", w, shared=cost.parallel) if w.flops else 0.0
-        if rate is None:
-            failed.setdefault(calibration.failed[calibration.key(stage.probe or "", w, cost.parallel)], []
-                              ).append(w.label)
+        rate = calibration.rate(module, w, shared=cost.parallel) if w.flops else 0.0
+        factor = calibration.slowdown(module, w, shared=cost.parallel) if w.flops else 1.0
+        for value, probed in ((rate, w), (factor, calibration.slowdown_work(w))):
+            if value is None:
+                failed.setdefault(calibration.failed[calibration.key(module, probed, cost.parallel)], []
+                                  ).append(w.label)
+        if rate is None or factor is None:
             plan.unestimated += 1
-        seconds = w.flops * (rate or 0.0)
+        elif w.slowdown:
+            factors.append(factor)
+        seconds = w.flops * (rate or 0.0) * (factor or 0.0)
         plan.work.append((w, seconds))
         plan.seconds += seconds
+    if factors:
+        plan.note += (f"; {_count(len(factors), 'work')} at a slowdown measured here, "
+                      f"×{min(factors):.2f}–{max(factors):.2f}")
     if cost.parallel and calibration.workers > 1:
         tasks = [seconds / w.tasks for w, seconds in plan.work for _ in range(w.tasks)]
         gpu = sum(seconds for w, seconds in plan.work if not calibration.on_cpu(w))  # one device: one at a time

@@ -15,7 +15,7 @@ import pytest
 from pipeline import device as devices
 from pipeline import graph, plan, registry
 from pipeline.config import ConfigError, load_params
-from pipeline.contract import Work
+from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.analysis.cost import fwd_cell_bytes
 from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import cost as mupc_cost
@@ -80,8 +80,9 @@ def test_a_run_counts_iterations_evaluations_and_the_hessian_monitor():
     assert mupc_cost.run_flops(cfg, bp) == (32 * 3 * f + 4 * f * 1024 / 64, 0.0)
 
 
-def _fixed_rate(monkeypatch: pytest.MonkeyPatch, rate: float) -> None:
+def _fixed_rate(monkeypatch: pytest.MonkeyPatch, rate: float, slowdown: float = 1.0) -> None:
     monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True, shared=False: rate)
+    monkeypatch.setattr(plan.Calibration, "slowdown", lambda self, module, work, shared=False: slowdown)
 
 
 def test_the_smoke_plan_lists_every_stage_of_the_graph(monkeypatch):
@@ -153,6 +154,29 @@ def test_a_second_calibration_reads_the_cache_and_probes_nothing(_cache):
     assert second.path.parent == _cache and second.path.name.startswith("cpu-")
     other = Work("tiny", "epoch", {**work.shape, "dtype": "float64"}, 1e6)  # keyed by dtype
     assert second.key(module, other) != second.key(module, work)
+
+
+def test_a_measured_slowdown_multiplies_its_works_estimate_and_is_cached(_cache, monkeypatch):
+    """A work whose probe's step cannot show a cost names a second probe: its step against a reference step; the
+    estimate is the work's FLOPs × its rate × their time ratio, probed once and read from the cache after."""
+    module = "pipeline.studies.mupc.analysis.probe"
+    shape = {"variant": "sp_no_skips", "act": "relu", "L": 8, "optims": ["sgd"], "threads": 1}
+    work = Work("slowed", "fwd_step", {"N": 16, "L": 8, "optims": ["sgd"], "threads": 1}, 1e9,
+                slowdown=("fwd_subnormals", shape))
+    monkeypatch.setattr(plan, "_time_side_by_side", lambda step, reference: (3.0, 1.5))
+    cal = plan.Calibration("cpu")
+    assert cal.slowdown(module, work) == 2.0 and cal.slowdown(module, replace(work, slowdown=None)) == 1.0
+    entry = cal.entries[cal.key(module, cal.slowdown_work(work))]
+    assert (entry["step_seconds"], entry["reference_seconds"]) == (3.0, 1.5)
+    monkeypatch.setattr(plan, "_time_side_by_side", lambda step, reference: pytest.fail("probed again"))
+    assert plan.Calibration("cpu").slowdown(module, work) == 2.0  # from the cache
+    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True, shared=False: 1e-9)
+    study = registry.load("mupc_analysis")
+    cfg = registry.config(study, load_params(), "smoke")
+    cost = Cost(runs=1, groups=1, work=(work, replace(work, label="plain", slowdown=None)))
+    monkeypatch.setattr(plan, "unit_cost", lambda *a: cost)
+    p = plan.plan_stage(study, study.stage("train"), cfg, "fwd_pass", plan.Calibration("cpu"))
+    assert [s for _, s in p.work] == [2.0, 1.0] and "1 work at a slowdown measured here, ×2.00–2.00" in p.note
 
 
 def test_a_failing_probe_leaves_the_work_out_of_the_estimate(monkeypatch):
@@ -250,7 +274,7 @@ def test_a_stage_estimated_above_24_h_by_its_probes_still_stops(_cache, monkeypa
     study = registry.load("mupc_training")
     stage = study.stage("train")
     cfg = registry.config(study, load_params(), "smoke")
-    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True, shared=False: 1.0)  # 1 FLOP/s
+    _fixed_rate(monkeypatch, 1.0)  # 1 FLOP/s
     with pytest.raises(ConfigError, match="exceeds 24 h"):
         plan.before_stage(study, stage, cfg, "S9", "cpu", lambda line: None)
     monkeypatch.setenv(plan.ALLOW_LONG_ENV, "1")
@@ -268,6 +292,15 @@ def test_a_long_first_call_is_the_measurement_and_a_short_one_only_warms(monkeyp
     monkeypatch.setattr(plan.time, "perf_counter", lambda: next(ticks))
     calls.clear()
     assert plan._time(lambda: calls.append(1)) == 0.125 and len(calls) == 1 + 2  # a warm-up, then ≥ 0.2 s timed
+
+
+def test_a_slowdown_is_timed_in_turn_after_a_warm_up_each_the_fastest_call_of_each(monkeypatch):
+    calls: list[str] = []
+    clock = iter(range(100))
+    monkeypatch.setattr(plan.time, "perf_counter", lambda: float(next(clock)))
+    # warm-ups untimed; then step, reference, step, reference, each one tick long
+    assert plan._time_side_by_side(lambda: calls.append("s"), lambda: calls.append("r"), rounds=2) == (1.0, 1.0)
+    assert calls == ["s", "r", "s", "r", "s", "r"]
 
 
 def test_makespan_takes_the_longest_task_left():
@@ -360,7 +393,7 @@ def test_a_unit_that_would_hold_more_memory_than_its_device_stops_before_compute
     study = registry.load("mupc_analysis")
     stage = study.stage("train")
     cfg = registry.config(study, load_params(), "smoke")
-    monkeypatch.setattr(plan.Calibration, "rate", lambda self, module, work, probe=True, shared=False: 1e-18)
+    _fixed_rate(monkeypatch, 1e-18)
     lines: list[str] = []
     fp = cfg.fwd_pass
     ok = plan.before_stage(study, stage, cfg, "fwd_pass", "cpu", lines.append)

@@ -29,6 +29,7 @@ from pipeline.plotting import plt
 from pipeline.studies.mupc.analysis import STUDY, fwdpass
 from pipeline.studies.mupc.analysis import cost as analysis_cost
 from pipeline.studies.mupc.analysis import figures as figures_module
+from pipeline.studies.mupc.analysis import probe as analysis_probe
 from pipeline.studies.mupc.analysis import train as train_module
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 from pipeline.studies.mupc.analysis.extract import extract, spectral_drift
@@ -387,17 +388,33 @@ def test_spectral_norm_is_the_largest_singular_value(shape):
     np.testing.assert_allclose(got.numpy(), torch.linalg.matrix_norm(w.double(), ord=2).numpy(), rtol=1e-12)
 
 
-def test_fwd_pass_plan_says_on_a_cpu_which_cells_compute_on_subnormals():
-    """Nets without skips at depth: their float32 activities and gradients fall below the normal range, and a CPU
-    computes on them many times slower; the estimate does not count it and the note says so (not on a GPU)."""
+def test_fwd_pass_plan_counts_deep_cells_without_skips_on_a_cpu_at_their_measured_slowdown():
+    """Nets without skips at depth: their float32 activities and gradients fall below the normal range, and some
+    CPUs compute on them many times slower; on a CPU each such cell is a work of its own whose slowdown the probe
+    ``fwd_subnormals`` measures (its variant, act and depth), the FLOPs unchanged; on a GPU none."""
     cfg = _cfg(profile="paper")
-    note = analysis_cost.fwd_cost(cfg, "fwd_pass", "cpu").note
+    cpu, cuda = (analysis_cost.fwd_cost(cfg, "fwd_pass", d) for d in ("cpu", "cuda"))
+    slowed = [w for w in cpu.work if w.slowdown]
     # L in {128, 256, 512} x the three no-skip variants x 3 acts x 4 widths
-    assert "NOT counted: 108 cells without skips at L >= 128 compute on float32 subnormals" in note
-    assert "NOT counted" not in analysis_cost.fwd_cost(cfg, "fwd_pass", "cuda").note
+    assert len(slowed) == 108 and "108 cells without skips at L >= 128 counted at the slowdown" in cpu.note
+    assert {w.slowdown[1]["variant"] for w in slowed} == {"sp_no_skips", "depth_mup_no_skips", "orthogonal"}
+    assert {w.slowdown[1]["L"] for w in slowed} == {128, 256, 512} and {w.shape["L"] for w in slowed} == {128, 256, 512}
+    assert all(w.slowdown[0] == "fwd_subnormals" and w.probe == "fwd_step" for w in slowed)
+    assert not any(w.slowdown for w in cuda.work) and "slowdown" not in cuda.note
+    assert cpu.flops == pytest.approx(cuda.flops, rel=1e-12)
+    rest = {w.label: w for w in cpu.work}["BP N=512 L=256, 2 optimisers stacked"]
+    assert rest.flops == pytest.approx(6 / 15 * {w.label: w for w in cuda.work}[rest.label].flops, rel=1e-12)
     with_skips = dataclasses.replace(cfg.fwd_pass, variants=["sp_skips", "depth_mup_skips"])
     skips = dataclasses.replace(cfg, fwd_pass=with_skips)
-    assert "NOT counted" not in analysis_cost.fwd_cost(skips, "fwd_pass", "cpu").note
+    assert not any(w.slowdown for w in analysis_cost.fwd_cost(skips, "fwd_pass", "cpu").work)
+
+
+def test_the_subnormal_probe_times_a_cell_without_skips_against_the_rate_probes_net():
+    """Both steps run (a short net), the slowed one built from the cell's variant and act at full depth."""
+    slowed, reference = analysis_probe.fwd_subnormals(variant="orthogonal", act="relu", L=4, optims=["sgd", "adam"],
+                                                      threads=1, device="cpu", budget=1e9)
+    slowed()
+    reference()
 
 
 def test_fwd_pass_plan_counts_each_cells_init_once_by_the_variants_init():

@@ -41,6 +41,9 @@ EQ_STEPS = 1000
 # iterations and at N = 64–512 at initialisation (benchmarks/README.md): tanh 2–6, ReLU 6–14.
 NEWTON_STEPS = {"tanh": 5, "relu": 12}
 LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}  # newton.STEP_SIZES tried a step (tanh: Newton's 4 + Gauss–Newton's 7)
+# nets without skips this deep compute on float32 subnormals on a CPU: measured from L = 128 (an Intel Xeon's
+# cells ran up to 7x slower at L = 128–256; benchmarks/README.md)
+SUBNORMAL_FROM_DEPTH = 128
 D, D_Y, RECORDED = 784, 10, 5  # MNIST input, classes; weights whose norms fwd_pass records per check
 # fwd_pass's variants: their weight init and skips (fwdpass.VARIANTS, which imports torch; a test holds them equal)
 VARIANTS = {"sp_no_skips": ("standard", False), "sp_skips": ("standard", True),
@@ -116,7 +119,14 @@ def _hessian(cfg: MupcAnalysisParams, device: str) -> Cost:
                 note=f"{len(configs)} configs × {len(hp.widths) * len(hp.depths)} cells (runs: cells), float64")
 
 
-def _fwd(cfg: MupcAnalysisParams) -> Cost:
+def on_subnormals(variant: str, L: int, device: str) -> bool:
+    """Whether a forward-pass cell computes on float32 subnormals as far as the plan counts: on a CPU, a net
+    without skips at least :data:`SUBNORMAL_FROM_DEPTH` deep (its slowdown then measured by the probe
+    ``fwd_subnormals``; on a GPU subnormals cost nothing extra)."""
+    return device.startswith("cpu") and not VARIANTS[variant][1] and L >= SUBNORMAL_FROM_DEPTH
+
+
+def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
     fp = cfg.fwd_pass
     R, B, n_cells = len(fp.optims), fp.batch_size, len(fp.acts) * len(fp.variants)
     inits: dict[str, int] = {}  # cells per weight init: one draw of one seed per cell, its optimisers share it
@@ -126,9 +136,16 @@ def _fwd(cfg: MupcAnalysisParams) -> Cost:
     work = []
     for N, L in itertools.product(fp.widths, fp.depths):
         f = ffwd_flops(N, L - 1, B)
-        bp = n_cells * R * (fp.checks * f + (fp.checks - 1) * 2 * f)
-        work.append(Work(f"BP N={N} L={L}, {R} optimisers stacked", "fwd_step",
-                         {"N": N, "L": L, "optims": list(fp.optims), "threads": cfg.threads}, bp))
+        cell = R * (fp.checks * f + (fp.checks - 1) * 2 * f)
+        shape = {"N": N, "L": L, "optims": list(fp.optims), "threads": cfg.threads}
+        slowed = [(v, a) for v in fp.variants if on_subnormals(v, L, device) for a in fp.acts]
+        if n_cells > len(slowed):
+            work.append(Work(f"BP N={N} L={L}, {R} optimisers stacked", "fwd_step", shape,
+                             (n_cells - len(slowed)) * cell))
+        work += [Work(f"BP N={N} L={L} {v} {a}, on subnormals", "fwd_step", shape, cell,
+                      slowdown=("fwd_subnormals", {"variant": v, "act": a, "L": L, "optims": list(fp.optims),
+                                                   "threads": cfg.threads}))
+                 for v, a in slowed]
         for init, cells in inits.items():
             work.append(Work(f"{init} init N={N} L={L}, {cells} cells", "fwd_init",
                              {"init": init, "N": N, "L": L, "threads": cfg.threads}, cells * init_flops(init, N, L)))
@@ -197,23 +214,17 @@ def hessian_cost(cfg: MupcAnalysisParams, unit: str, device: str,
     return _hessian(cfg, device)
 
 
-SUBNORMAL_FROM_DEPTH = 128  # the shallowest depth whose no-skip cells computed on float32 subnormals (measured)
-
-
 def fwd_cost(cfg: MupcAnalysisParams, unit: str, device: str, previous: Callable[[str], Any] | None = None) -> Cost:
-    """On a CPU the estimate leaves out one cost, and says so: the activities and gradients of deep nets without
-    skips fall below float32's normal range, and the CPU computes on such subnormal numbers many times slower
-    (a cell of N = 512, L = 256, ``sp_no_skips``, tanh: 20.36 s, 5.23 s with them flushed to zero, which would
-    change the activity norms it records; benchmarks/README.md)."""
-    cost = _fwd(cfg)
-    fp = cfg.fwd_pass
-    deep = [L for L in fp.depths if L >= SUBNORMAL_FROM_DEPTH]
-    no_skips = [v for v in fp.variants if not VARIANTS[v][1]]
-    if device.startswith("cpu") and deep and no_skips:
-        cells = len(deep) * len(no_skips) * len(fp.acts) * len(fp.widths)
-        cost = replace(cost, note=f"{cost.note}; NOT counted: {cells} cells without skips at L >= "
-                                  f"{SUBNORMAL_FROM_DEPTH} compute on float32 subnormals here, up to 7x slower "
-                                  "(benchmarks/README.md)")
+    """On a CPU, cells without skips at depth (:func:`on_subnormals`) are counted at the slowdown the probe
+    ``fwd_subnormals`` measures: their activities and gradients fall below float32's normal range, and some CPUs
+    compute on such subnormal numbers many times slower (an Intel Xeon: a cell of N = 512, L = 256,
+    ``sp_no_skips``, tanh, 20.36 s, 5.23 s with them flushed to zero, which would change the activity norms it
+    records; benchmarks/README.md)."""
+    cost = _fwd(cfg, device)
+    slowed = sum(w.slowdown is not None for w in cost.work)
+    if slowed:
+        cost = replace(cost, note=f"{cost.note}; {slowed} cells without skips at L >= {SUBNORMAL_FROM_DEPTH} "
+                                  "counted at the slowdown of float32 subnormals measured on this CPU")
     return cost
 
 

@@ -22,9 +22,10 @@ from pipeline.studies.mupc.analysis.cost import (
 from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
 from pipeline.studies.mupc.engine import hessian as hz
 from pipeline.studies.mupc.engine.cost import blocks_flops, eig_flops
-from pipeline.studies.mupc.engine.model import feedforward, init_weights
+from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights
 
 Step = tuple[Callable[[], None], float]
+SUBNORMAL_WIDTH = 256  # the width at which fwd_subnormals compares a deep cell without skips with one with skips
 EQ_PROBE_STEPS = 200  # GD steps of a probed equilibrium (their rate is what the estimate needs)
 CONFIG = {"act": "tanh", "skips": True, "init": "standard_gauss", "param": "mupc"}
 
@@ -70,14 +71,10 @@ def hessian_cell(*, method: str, N: int, H: int, threads: int, device: str, budg
     return step, blocks_flops(N, H) + eig_flops(method, N, H)
 
 
-def fwd_step(*, N: int, L: int, optims: list[str], threads: int, device: str, budget: float) -> Step:
+def _bp_step(spec: NetSpec, optims: list[str], device: str) -> Callable[[], None]:
     """One training step of a forward-pass cell as ``fwdpass.run_cell`` takes it (its optimisers stacked): the
     feed-forward, the backward pass and each run's update in place, without the norms."""
-    _threads(threads, device)
-    runs = len(optims)
-    L = _layers(lambda ell: 3 * runs * ffwd_flops(N, ell - 1, 64), L, budget, least=4)
-    spec = fwdpass.net_spec("depth_mup_skips", "tanh", N, L)
-    w, params, adam = fwdpass.trainable(init_weights(spec, [0] * runs, device=device), optims, 1e-9)
+    w, params, adam = fwdpass.trainable(init_weights(spec, [0] * len(optims), device=device), optims, 1e-9)
     x, y = _batch(64, torch.float32, device)
 
     def step() -> None:
@@ -86,7 +83,27 @@ def fwd_step(*, N: int, L: int, optims: list[str], threads: int, device: str, bu
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
-    return step, 3 * runs * ffwd_flops(N, L - 1, 64)
+    return step
+
+
+def fwd_step(*, N: int, L: int, optims: list[str], threads: int, device: str, budget: float) -> Step:
+    """One BP step of a forward-pass cell with skips (depth-μP, tanh: activities of order one)."""
+    _threads(threads, device)
+    L = _layers(lambda ell: 3 * len(optims) * ffwd_flops(N, ell - 1, 64), L, budget, least=4)
+    return _bp_step(fwdpass.net_spec("depth_mup_skips", "tanh", N, L), optims, device), \
+        3 * len(optims) * ffwd_flops(N, L - 1, 64)
+
+
+def fwd_subnormals(*, variant: str, act: str, L: int, optims: list[str], threads: int, device: str,
+                   budget: float) -> tuple[Callable[[], None], Callable[[], None]]:
+    """A BP step of a cell without skips against :func:`fwd_step`'s net, both at width
+    :data:`SUBNORMAL_WIDTH` and the cell's full depth (where its activities and gradients fall below float32's
+    normal range; a shallower net would not show it). Their time ratio is the cell's slowdown: how much slower
+    this CPU computes on subnormal numbers (benchmarks/README.md: up to 7x a cell on an Intel Xeon, none on an
+    AMD EPYC)."""
+    _threads(threads, device)
+    return (_bp_step(fwdpass.net_spec(variant, act, SUBNORMAL_WIDTH, L), optims, device),
+            _bp_step(fwdpass.net_spec("depth_mup_skips", "tanh", SUBNORMAL_WIDTH, L), optims, device))
 
 
 def fwd_init(*, init: str, N: int, L: int, threads: int, device: str, budget: float) -> Step:

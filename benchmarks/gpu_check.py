@@ -256,7 +256,7 @@ def sweep_plan(ws: Path, unit: str, profile: str = PROFILE) -> dict[str, Any]:
     from pipeline.config import load_section, read_tree
     from pipeline.studies.mupc.training.config import TrainingParams
     from pipeline.studies.mupc.training.cost import group_flops
-    from pipeline.studies.mupc.training.sweeps import (
+    from pipeline.studies.mupc.training.sweep_expansion import (
         CONFIG_FILE,
         expand,
         is_done,

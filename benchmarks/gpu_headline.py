@@ -64,7 +64,7 @@ def cuts(profile: str = PROFILE, against: str = "paper") -> list[str]:
     """What the slice leaves out of the paper profile, sweep by sweep, from the two resolved profiles: the
     values of each grid key that the slice's grids lack (seeds, epochs, lrs, activations, depths...)."""
     sys.path.insert(0, str(ROOT))
-    from pipeline.studies.mupc.training.sweeps import expand
+    from pipeline.studies.mupc.training.sweep_expansion import expand
 
     cut, full = config(profile), config(against)
     lines = []

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pipeline.studies.mupc.training.trainer as tr
+import pipeline.studies.mupc.training.group_training as tr
 from pipeline.studies.mupc.engine.model import init_weights
 from pipeline.studies.mupc.engine.runs import RunConfig
 

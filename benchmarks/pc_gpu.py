@@ -257,7 +257,7 @@ def paper_estimate(rows: list[Row], flops: Callable[..., tuple[float, float]]) -
     try:
         from pipeline.config import load_section, read_tree
         from pipeline.studies.mupc.training.config import TrainingParams
-        from pipeline.studies.mupc.training.sweeps import expand, precision, stack_groups, sweep_dtype
+        from pipeline.studies.mupc.training.sweep_expansion import expand, precision, stack_groups, sweep_dtype
     except ImportError as exc:
         return [f"paper profile: not estimated (reading params/mupc_training.yaml needs {exc.name})"]
     cfg = load_section(TrainingParams, read_tree(ROOT), "mupc_training", "paper")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights
-from pipeline.studies.mupc.training.trainer import predict
+from pipeline.studies.mupc.training.group_training import predict
 
 
 def _readers(t: torch.Tensor, leaf: torch.Tensor) -> dict[str, int]:

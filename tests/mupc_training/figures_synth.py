@@ -12,7 +12,7 @@ import numpy as np
 
 from pipeline.io import write_json, write_npz
 from pipeline.studies.mupc.engine.runs import RunConfig
-from pipeline.studies.mupc.training.sweeps import run_record, sweep_index
+from pipeline.studies.mupc.training.sweep_expansion import run_record, sweep_index
 from pipeline.writer import read_file
 
 ITERS_PER_EPOCH = 32

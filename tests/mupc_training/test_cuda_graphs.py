@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-import pipeline.studies.mupc.training.trainer as tr
+import pipeline.studies.mupc.training.group_training as tr
 from pipeline.config import ConfigError
 from pipeline.studies.mupc.engine.energy import EnergyTerms, InferenceConfig
 from pipeline.studies.mupc.engine.iteration import GroupIteration, Outputs, compare
@@ -30,7 +30,7 @@ from pipeline.studies.mupc.engine.model import init_weights
 from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import train as train_mod
 from pipeline.studies.mupc.training import train_keys
-from pipeline.studies.mupc.training.sweeps import expand, stack_groups
+from pipeline.studies.mupc.training.sweep_expansion import expand, stack_groups
 from tests.host_reads import count_host_reads
 from tests.mupc_training.test_training import (
     context,

@@ -20,14 +20,14 @@ from plotly.colors import sample_colorscale
 from pipeline.config import load_section, read_tree
 from pipeline.contract import Context
 from pipeline.plotting import plt
-from pipeline.studies.mupc.training import aggregate as ag
 from pipeline.studies.mupc.training import figures
+from pipeline.studies.mupc.training import notebook_stats as ag
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.extract import extract, extract_family
 from pipeline.studies.mupc.training.families import FAMILIES
 from pipeline.studies.mupc.training.figures import render, render_family
-from pipeline.studies.mupc.training.metrics import transfer
-from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
+from pipeline.studies.mupc.training.headlines import transfer
+from pipeline.studies.mupc.training.sweep_reader import RenderError, Sweeps, from_reader
 from tests.conftest import ROOT
 from tests.mupc_training.figures_synth import arrays_for, grids, reader, write_sweeps
 
@@ -365,7 +365,7 @@ def test_the_render_draws_the_extracts_lrs(synth):
 def test_a_one_point_curve_is_drawn_as_a_marker():
     """A run stopped at its first evaluation has one point: a line style alone would draw nothing. Each curve is
     the notebook's band (filled, opacity 0.3, invisible outline, no legend) under its mean line."""
-    from pipeline.studies.mupc.training.panels import Panels, band
+    from pipeline.studies.mupc.training.plotly_panels import Panels, band
 
     p = Panels(1, 1)
     band(p, 1, 1, np.array([8]), np.array([12.0]), np.array([0.0]), "black", "BP", marker=False)
@@ -378,13 +378,13 @@ def test_a_one_point_curve_is_drawn_as_a_marker():
 
 
 def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeypatch, synth):
-    """F99 (final accuracy per activity lr of S1) added as its entry in families.py, its metrics function and its
+    """F99 (final accuracy per activity lr of S1) added as its entry in families.py, its headlines function and its
     drawing function: the study extracts and renders it, dvc.yaml lists its extract stage with S1 as its only
     data dep and its render stage with S1 and its extract."""
     from pipeline import graph, registry
     from pipeline.config import load_params
     from pipeline.contract import Figure, FigureEntry
-    from pipeline.studies.mupc.training import metrics
+    from pipeline.studies.mupc.training import headlines
 
     def finals(env, sweep: str) -> tuple[list[float], list[float]]:
         runs = figures.sweep_runs(env, sweep)
@@ -402,7 +402,7 @@ def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeyp
 
     monkeypatch.setitem(FAMILIES, "F99", FigureEntry("final_acc_per_lr", {"sweep": "S1"}))
     monkeypatch.setattr(figures, "final_acc_per_lr", draw_final_acc_per_lr, raising=False)
-    monkeypatch.setattr(metrics, "final_acc_per_lr", final_acc_per_lr, raising=False)
+    monkeypatch.setattr(headlines, "final_acc_per_lr", final_acc_per_lr, raising=False)
 
     figs, head = draw("F99", synth)
     assert [f.id for f in figs] == ["F99_final_acc"] and figs[0].sources == [("train", "S1")]

@@ -17,7 +17,7 @@ from pipeline.studies.mupc.training import cost as mupc_cost
 from pipeline.studies.mupc.training import hessian_monitor as hm
 from pipeline.studies.mupc.training import train as train_mod
 from pipeline.studies.mupc.training.config import DEVICE_TYPES, DenseMaxN, TrainingParams
-from pipeline.studies.mupc.training.sweeps import expand
+from pipeline.studies.mupc.training.sweep_expansion import expand
 
 F64 = torch.float64
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-import pipeline.studies.mupc.training.trainer as tr
+import pipeline.studies.mupc.training.group_training as tr
 from pipeline.studies.mupc.engine.energy import (
     Adam,
     InferenceConfig,

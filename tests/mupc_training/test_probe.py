@@ -7,7 +7,7 @@ from pipeline.paths import repo_root
 from pipeline.studies.mupc.training import probe
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.cost import group_work, iteration_flops
-from pipeline.studies.mupc.training.sweeps import expand, stack_groups
+from pipeline.studies.mupc.training.sweep_expansion import expand, stack_groups
 
 
 def test_cuda_scales_the_runs_per_stack_before_the_layers():

@@ -20,8 +20,8 @@ from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.extract import extract_family
 from pipeline.studies.mupc.training.families import FAMILIES
 from pipeline.studies.mupc.training.figures import render_family
-from pipeline.studies.mupc.training.source import Sweeps
-from pipeline.studies.mupc.training.sweeps import expand
+from pipeline.studies.mupc.training.sweep_expansion import expand
+from pipeline.studies.mupc.training.sweep_reader import Sweeps
 from tests.conftest import ROOT
 from tests.mupc_training.figures_synth import arrays_short
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pipeline.executor import ray_map
-from pipeline.studies.mupc.training.sweeps import expand
+from pipeline.studies.mupc.training.sweep_expansion import expand
 from tests.mupc_training.test_training import context, drive, tiny_raw, training_cfg
 
 # skips, rather than breaks, collection where Ray is absent (a bare GPU machine's `pytest -m gpu`)

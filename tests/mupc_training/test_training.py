@@ -20,12 +20,12 @@ from pipeline.contract import Context, Output
 from pipeline.studies.mupc.engine.energy import energy
 from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights
 from pipeline.studies.mupc.engine.runs import RunConfig
+from pipeline.studies.mupc.training import group_training as tr
 from pipeline.studies.mupc.training import hessian_monitor
 from pipeline.studies.mupc.training import train as train_mod
-from pipeline.studies.mupc.training import trainer as tr
 from pipeline.studies.mupc.training.config import TrainingParams
-from pipeline.studies.mupc.training.sweeps import expand, precision, stack_groups, sweep_dtype
-from pipeline.studies.mupc.training.trainer import DataSet, RunResult, load_dataset, train_group
+from pipeline.studies.mupc.training.group_training import DataSet, RunResult, load_dataset, train_group
+from pipeline.studies.mupc.training.sweep_expansion import expand, precision, stack_groups, sweep_dtype
 from pipeline.writer import read_file, write_files
 
 ROOT = Path(__file__).resolve().parents[2]

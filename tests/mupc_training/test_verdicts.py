@@ -19,8 +19,8 @@ from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.claims import CLAIMS, fam
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.extract import extract_family
-from pipeline.studies.mupc.training.source import Sweeps
-from pipeline.studies.mupc.training.sweeps import expand
+from pipeline.studies.mupc.training.sweep_expansion import expand
+from pipeline.studies.mupc.training.sweep_reader import Sweeps
 from tests.conftest import ROOT
 
 SECTION = "mupc_training"

@@ -44,7 +44,7 @@ from pipeline.studies.mupc.analysis.layout import (
     theory_key,
 )
 from pipeline.studies.mupc.engine.runs import fmt_num
-from pipeline.studies.mupc.training.panels import Panels
+from pipeline.studies.mupc.training.plotly_panels import Panels
 
 #: the phase diagrams (F2, F4, F26) are matplotlib, as the notebook draws them (``imshow``); every other family
 #: draws plotly figures whose PNG/PDF kaleido writes (the render stage checks for Chromium)

@@ -1,6 +1,6 @@
 """A stacked group's PC training iteration on static buffers, run eagerly or replayed from a CUDA graph.
 
-The trainer (``training/trainer.py``) and ``benchmarks/pc_gpu.py`` share it; it needs torch alone.
+The trainer (``training/group_training.py``) and ``benchmarks/pc_gpu.py`` share it; it needs torch alone.
 
 One iteration: gather each run's batch into the static input buffers (:meth:`GroupIteration.load`), then
 feed-forward, T inference steps, the final errors, the weight gradients and one Adam step

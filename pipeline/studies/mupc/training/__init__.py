@@ -1,7 +1,7 @@
 """mupc_training: the μPC training sweeps (spec §5) and the figures drawn from them (spec §6).
 
 train@<sweep>    S1–S13 (PC), B1–B2 (BP): every run of the sweep, resumable run by run
-extract@F<k>     F7–F25's and F28's headline numbers (metrics.py), from exactly the sweeps the family reads ->
+extract@F<k>     F7–F25's and F28's headline numbers (headlines.py), from exactly the sweeps the family reads ->
                  headline.json and reports/metrics/mupc_training_extract@F<k>.json (what the claims read)
 render@F<k>      F7–F25, F28 (one entry each in families.py): draws the same sweeps at the lrs its extract selected
 """
@@ -36,7 +36,7 @@ STUDY = Study(
         Stage("train", entry="pipeline.studies.mupc.training.train", units=lambda cfg: list(cfg.sweep_ids),
                params=train_keys, datasets=lambda cfg, unit: cfg.sweeps[unit].datasets(), resumable=True,
                tables=("runs.csv",), cost="pipeline.studies.mupc.training.cost:train_cost",
-               precision="pipeline.studies.mupc.training.sweeps:unit_precision",
+               precision="pipeline.studies.mupc.training.sweep_expansion:unit_precision",
                probe="pipeline.studies.mupc.training.probe"),
         Stage("extract", entry="pipeline.studies.mupc.training.extract", units=lambda cfg: list(FAMILIES),
                params=render_keys, metrics=True,

@@ -8,8 +8,8 @@ The accuracies read are means over seeds of the selected learning rates, never s
 inference with Adam from the feed-forward start is ill-conditioned (hidden errors are exactly
 zero there), so one run can move by percents under a 1e-15 perturbation (mupc README).
 
-Every number read is published by the family's extract (``mupc_training_extract@F<k>``, metrics.py), never
-by its render. The comparisons' final accuracies are the verdict aggregation of ``aggregate.py``: each seed
+Every number read is published by the family's extract (``mupc_training_extract@F<k>``, headlines.py), never
+by its render. The comparisons' final accuracies are the verdict aggregation of ``notebook_stats.py``: each seed
 keeps its own final value (a diverged run or one without evaluations counts as chance), then the mean over
 seeds; the transfer optima leave failed seeds out of a cell instead of averaging their 0 in.
 """

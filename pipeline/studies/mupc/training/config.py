@@ -29,7 +29,7 @@ notebook's best-learning-rate tables of §5.3 and the chance cells of §5.4)::
 A sweep's runs are the union (first occurrence order, duplicates dropped) of the cartesian products
 of its blocks; ``T: ["H"]`` means T = H. For BP sweeps ``param_lrs`` are the BP learning rates and
 ``T``/``act_optim``/``act_lrs`` are not used (leave the defaults). Expansion to
-:class:`~pipeline.studies.mupc.engine.runs.RunConfig` lives in :mod:`pipeline.studies.mupc.training.sweeps`.
+:class:`~pipeline.studies.mupc.engine.runs.RunConfig` lives in :mod:`pipeline.studies.mupc.training.sweep_expansion`.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.engine.cost import blocks_flops, eig_flops
 from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.config import TrainingParams
-from pipeline.studies.mupc.training.sweeps import (
+from pipeline.studies.mupc.training.sweep_expansion import (
     CONFIG_FILE,
     expand,
     is_done,

@@ -1,5 +1,5 @@
 """extract@F<k>: the headline numbers of figure family F<k>, computed from the sweeps it reads (its
-metrics function in ``metrics.py``, named in families.py), without drawing.
+metrics function in ``headlines.py``, named in families.py), without drawing.
 
 Writes ``headline.json`` in its folder (the render reads the learning rates it selected there) and the
 same numbers as ``reports/metrics/mupc_training_extract@F<k>.json``, which the claims read.
@@ -11,11 +11,11 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.contract import Context, Output
-from pipeline.studies.mupc.training import metrics
+from pipeline.studies.mupc.training import headlines
+from pipeline.studies.mupc.training.cells import Env
 from pipeline.studies.mupc.training.config import FiguresParams, Restriction
 from pipeline.studies.mupc.training.families import FAMILIES
-from pipeline.studies.mupc.training.grid import Env
-from pipeline.studies.mupc.training.source import Sweeps, from_reader
+from pipeline.studies.mupc.training.sweep_reader import Sweeps, from_reader
 
 HEADLINE = "headline.json"
 
@@ -23,7 +23,7 @@ HEADLINE = "headline.json"
 def measurer(family: str) -> Callable[[Env], None]:
     """The function that measures ``family`` with its sweeps and arguments (its entry in families.py)."""
     spec = FAMILIES[family]
-    measure = getattr(metrics, spec.measure)
+    measure = getattr(headlines, spec.measure)
     return lambda env: measure(env, **spec.sources, **spec.args)
 
 
@@ -33,7 +33,7 @@ def family_metrics(unit: str, headline: dict[str, Any]) -> dict[str, Any]:
     if derived is None:
         return headline
     key, fn = derived
-    return {**headline, key: getattr(metrics, fn)(headline)}
+    return {**headline, key: getattr(headlines, fn)(headline)}
 
 
 def extract_family(cfg: FiguresParams, profile: str, unit: str, sweeps: Sweeps) -> dict[str, Any]:

@@ -4,7 +4,7 @@ render unit are.
 Everything about a family follows from its entry: its extract and render units (``extract@F<k>`` computes
 its numbers, ``render@F<k>`` draws them), the sweeps it reads (their DVC deps, given to its functions by
 role), the ``figures`` options it reads (its params deps besides ``chance`` and ``selection``), the function
-of ``metrics.py`` that computes its headline numbers and the function of ``figures.py`` that draws it.
+of ``headlines.py`` that computes its headline numbers and the function of ``figures.py`` that draws it.
 Adding a figure is one entry here plus those two functions. Pure data: the study's declaration imports
 it, so no stage loads the plotting code through it.
 """

@@ -5,7 +5,7 @@ Each renderer takes its grid from the runs of the sweeps it reads (the index of 
 unit), the learning rates its family's extract selected (``extract@F<k>``'s ``headline.json``) and its
 other choices (chance cells, fills) from ``mupc_training.figures``; it returns :class:`Figure` records with a
 plotly figure, whose PNG and PDF kaleido writes beside its interactive HTML (:mod:`pipeline.writer.figures`).
-Every number the claims read is computed by the extract (``metrics.py``), never here, so restyling a
+Every number the claims read is computed by the extract (``headlines.py``), never here, so restyling a
 figure cannot move a finding. Panels the notebook writes as one file per activation (or per H) are
 combined as subplots of one figure per dataset (:mod:`.panels`); the notebook's trace types, colour scales
 and their sampling (:func:`pipeline.plotting.palette`), axis types and ticks are kept, and what the project
@@ -24,10 +24,8 @@ import plotly.graph_objects as go
 from pipeline.contract import Context, Figure, Output
 from pipeline.plotting import palette
 from pipeline.studies.mupc.engine.runs import RunConfig, fmt_num
-from pipeline.studies.mupc.training import aggregate as ag
-from pipeline.studies.mupc.training.config import FiguresParams, Restriction
-from pipeline.studies.mupc.training.families import FAMILIES
-from pipeline.studies.mupc.training.grid import (
+from pipeline.studies.mupc.training import notebook_stats as ag
+from pipeline.studies.mupc.training.cells import (
     DS_NAME,
     PC_FILL,
     Env,
@@ -56,8 +54,10 @@ from pipeline.studies.mupc.training.grid import (
     values,
     variants,
 )
-from pipeline.studies.mupc.training.panels import Panels, band, contour
-from pipeline.studies.mupc.training.source import RenderError, Sweeps, from_reader
+from pipeline.studies.mupc.training.config import FiguresParams, Restriction
+from pipeline.studies.mupc.training.families import FAMILIES
+from pipeline.studies.mupc.training.plotly_panels import Panels, band, contour
+from pipeline.studies.mupc.training.sweep_reader import RenderError, Sweeps, from_reader
 
 #: every render@F<k> draws plotly figures whose PNG/PDF kaleido writes (the render stage checks for Chromium)
 PLOTLY_IMAGES = True

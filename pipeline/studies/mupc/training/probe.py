@@ -31,8 +31,8 @@ from pipeline.studies.mupc.training.cost import (
     hessian_flops,
     iteration_flops,
 )
+from pipeline.studies.mupc.training.group_training import auto_layout, net_spec, predict
 from pipeline.studies.mupc.training.train import DTYPES, set_precision
-from pipeline.studies.mupc.training.trainer import auto_layout, net_spec, predict
 
 Step = tuple[Callable[[], None], float]
 B, D, D_Y, MIN_LAYERS = 64, 784, 10, 8

@@ -3,7 +3,7 @@
 The unit is resumable: each run of a group is yielded as the part ``runs/<hash>/`` (``config.json``,
 ``arrays.npz``, its MLflow child) as soon as the group ends, so killing the stage and rerunning it
 recomputes only the unfinished runs (at group granularity); a run is kept when its earlier record
-matches (:func:`~pipeline.studies.mupc.training.sweeps.is_done`). The final output is the sweep's
+matches (:func:`~pipeline.studies.mupc.training.sweep_expansion.is_done`). The final output is the sweep's
 ``index.json``.
 """
 
@@ -25,7 +25,8 @@ from pipeline.device import cpu_threads, set_matmul_precision
 from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.cost import group_flops
-from pipeline.studies.mupc.training.sweeps import (
+from pipeline.studies.mupc.training.group_training import DataSet, RunResult, load_dataset, train_group
+from pipeline.studies.mupc.training.sweep_expansion import (
     ARRAYS_FILE,
     CONFIG_FILE,
     INDEX_FILE,
@@ -37,7 +38,6 @@ from pipeline.studies.mupc.training.sweeps import (
     stack_groups,
     sweep_index,
 )
-from pipeline.studies.mupc.training.trainer import DataSet, RunResult, load_dataset, train_group
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 

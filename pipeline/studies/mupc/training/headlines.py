@@ -6,7 +6,7 @@ mupc_training_extract@F<k>.json``, which the claims read, and the render draws t
 Two aggregations live side by side. The figures' numbers (``notebook_*`` keys, and the keys the seed
 figure's own curves define: ``best_final_acc``, ``final_acc_per_act_lr``, ``kappa_*``, the contours'
 ``contour_*``) are the notebook's, exactly as drawn. The verdict values of the comparisons (``final_acc``
-of F16–F20) and of the transfer (``transfer_optimum``) are the verdict aggregation of ``aggregate.py``:
+of F16–F20) and of the transfer (``transfer_optimum``) are the verdict aggregation of ``notebook_stats.py``:
 a diverged PC run counts as chance, every seed keeps its own final value (no truncation to the shortest
 seed) and a failed seed is left out of a transfer cell instead of averaged in as 0.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.studies.mupc.engine.runs import fmt_num
-from pipeline.studies.mupc.training import aggregate as ag
-from pipeline.studies.mupc.training.grid import (
+from pipeline.studies.mupc.training import notebook_stats as ag
+from pipeline.studies.mupc.training.cells import (
     PC_FILL,
     Env,
     accs,
@@ -47,7 +47,7 @@ from pipeline.studies.mupc.training.grid import (
     values,
     verdict_acc,
 )
-from pipeline.studies.mupc.training.source import RenderError
+from pipeline.studies.mupc.training.sweep_reader import RenderError
 
 
 def last(series: list[np.ndarray]) -> float | None:
@@ -78,7 +78,7 @@ def sweep_pick(env: Env, sweep: str, ds: str, act: str, H: int,
 
 def render_sp(env: Env, sweep: str, sweep_fig: bool, best_fig: bool) -> None:
     """F7–F11: the lr sweep's pick per cell (``best_act_lr``) and, at the best lr per (ds, act, H), the final
-    accuracy (verdict aggregation, :func:`~pipeline.studies.mupc.training.grid.verdict_acc`) and κ(H_z) at
+    accuracy (verdict aggregation, :func:`~pipeline.studies.mupc.training.cells.verdict_acc`) and κ(H_z) at
     init and at the last reached row."""
     runs = sweep_runs(env, sweep)
     datasets = values(runs, "dataset")
@@ -121,7 +121,7 @@ def mupc_cond(env: Env, sweep: str) -> None:
 
 def mupc_lr_sweep(env: Env, sweep: str) -> None:
     """F13: at the selected param lr, the final accuracy of every activity lr per cell, as the verdicts
-    aggregate it (:func:`~pipeline.studies.mupc.training.grid.verdict_acc`: a seed without evaluations is
+    aggregate it (:func:`~pipeline.studies.mupc.training.cells.verdict_acc`: a seed without evaluations is
     chance, an early-stopped one keeps its last value; no truncation to the shortest seed)."""
     runs = sweep_runs(env, sweep)
     band = env.headline.setdefault("final_acc_per_act_lr", {})
@@ -237,7 +237,7 @@ def deep_comparison(env: Env, mupc: tuple[str, ...], bp: str) -> None:
 
 def bp_sweep(env: Env, sweep: str) -> None:
     """F21: per (ds, epochs, act) the best over the lrs of the mean over seeds of each seed's final accuracy
-    (:func:`~pipeline.studies.mupc.training.aggregate.seed_final`: no truncation to the shortest seed; a seed
+    (:func:`~pipeline.studies.mupc.training.notebook_stats.seed_final`: no truncation to the shortest seed; a seed
     with at most one evaluation counts as chance, as the notebook draws it)."""
     runs = sweep_runs(env, sweep)
     best = env.headline.setdefault("best_final_acc", {})
@@ -269,7 +269,7 @@ def activity_decay(env: Env, sweep: str) -> None:
 def pc_any_lr(env: Env, sweep: str) -> None:
     """F28 (the project's addition): per (dataset, act, H) the final accuracy of standard PC at every (param lr,
     activity lr) of the grid, ``final_acc_per_lr[<ds>/<act>/H=<h>][p=<param lr>/a=<act lr>]``, as the verdicts
-    aggregate it (:func:`~pipeline.studies.mupc.training.grid.verdict_acc`: a run that diverges before its first
+    aggregate it (:func:`~pipeline.studies.mupc.training.cells.verdict_acc`: a run that diverges before its first
     test counts as chance, each seed keeps its own final value), and the best of them, ``best_final_acc``, with
     its lrs under ``best_lrs`` (the cell the figure stars: of equal cells, the smallest lrs)."""
     runs = sweep_runs(env, sweep)

@@ -1,4 +1,4 @@
-"""The grid helpers the extract (metrics.py) and the render (figures.py) share: which runs of a sweep a
+"""The cell helpers the extract (headlines.py) and the render (figures.py) share: which runs of a sweep a
 cell holds, their series, the learning rates chosen for a cell, and the notebook's statistics over seeds.
 No plotting here, so the extract stage loads no matplotlib.
 
@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.studies.mupc.engine.runs import RunConfig
-from pipeline.studies.mupc.training import aggregate as ag
+from pipeline.studies.mupc.training import notebook_stats as ag
 from pipeline.studies.mupc.training.config import FiguresParams, Restriction
-from pipeline.studies.mupc.training.source import RenderError, Sweeps
+from pipeline.studies.mupc.training.sweep_reader import RenderError, Sweeps
 
 DS_NAME = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.studies.mupc.training import aggregate as ag
+from pipeline.studies.mupc.training import notebook_stats as ag
 
 
 def test_metric_stats_truncates_to_shortest_and_uses_population_std():

@@ -1,6 +1,6 @@
 """Stacked PC and BP trainers of the μPC sweeps (spec §1.7–1.9, §1.11).
 
-A *group* is a list of runs with the same :func:`~pipeline.studies.mupc.training.sweeps.stack_key`
+A *group* is a list of runs with the same :func:`~pipeline.studies.mupc.training.sweep_expansion.stack_key`
 (same shapes and schedule); they differ only in seed, activity lr and param lr and are trained
 together along the leading run axis R with per-run learning-rate tensors. Every run's weights come
 from its own seed (``init_weights``), and its batch sequence from its own seeded generator, so a run
@@ -46,7 +46,7 @@ from pipeline.studies.mupc.engine.model import NetSpec, Weights, init_weights, m
 from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import hessian_monitor
 from pipeline.studies.mupc.training.cost import GRAPH_MAX_STEP_BYTES, graphs_skipped
-from pipeline.studies.mupc.training.sweeps import stack_key
+from pipeline.studies.mupc.training.sweep_expansion import stack_key
 
 NO_LEARNING_ACC = 15.0
 DATA_STATS = {"mnist": (0.1307, 0.3081), "fashion_mnist": (0.5, 0.5)}

@@ -283,7 +283,6 @@ class Calibration:
         its reference's; cached, else probed now; None when the probe fails or a recorded calibration lacks it."""
         if work.slowdown is None:
             return 1.0
-        name, shape = work.slowdown
 
         def measure(built: tuple[Callable[[], None], Callable[[], None]]) -> dict[str, float]:
             seconds, reference_seconds = _time_side_by_side(*built)

@@ -299,6 +299,17 @@ def _record(arr: torch.Tensor, i: int, cols: torch.Tensor, values: torch.Tensor)
     arr[i].index_copy_(0, cols, values)
 
 
+def _group_start(runs: list[RunConfig], data: DataSet, device: str | torch.device,
+                 dtype: torch.dtype) -> tuple[NetSpec, torch.Tensor, Weights]:
+    """A group's net, its runs' batch orders ``[iterations, R, B]`` and their initial weights, each run's from its
+    own seed (the PC and BP trainers start alike)."""
+    rc0 = runs[0]
+    spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
+    orders = torch.stack([batch_orders(rc.seed, len(data.y_train), rc0.batch_size, rc0.epochs) for rc in runs],
+                         1).to(device)
+    return spec, orders, init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
+
+
 # ----------------------------------------------------------------------------- PC
 
 
@@ -318,11 +329,9 @@ def train_pc_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     ``fused``, :class:`~pipeline.studies.mupc.engine.energy.PCEngine`), recorded by each run."""
     t0 = time.time()
     rc0 = runs[0]
-    spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
     B, R = rc0.batch_size, len(runs)
-    orders = torch.stack([batch_orders(rc.seed, len(data.y_train), B, rc0.epochs) for rc in runs], 1).to(device)
+    spec, orders, w0 = _group_start(runs, data, device, dtype)
     n_iters = orders.shape[0]
-    w0 = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
     inf_cfg = InferenceConfig(steps=rc0.T, optim=rc0.act_optim, activity_decay=rc0.activity_decay)
     terms = EnergyTerms(rc0.activity_decay, rc0.weight_decay, rc0.spectral_penalty)
     it = GroupIteration(spec, w0, B, inf_cfg, terms, [rc.act_lr for rc in runs], [rc.param_lr for rc in runs],
@@ -414,11 +423,9 @@ def train_bp_group(runs: list[RunConfig], data: DataSet, device: str | torch.dev
     """BP with Depth-μP (skips, 1/√D, 1/√(N·L), 1/N; N(0,1) weights), loss mean (y − ŷ)², Adam."""
     t0 = time.time()
     rc0 = runs[0]
-    spec = net_spec(rc0, data.x_train.shape[1], data.y_train.shape[1])
-    B, R = rc0.batch_size, len(runs)
-    orders = torch.stack([batch_orders(rc.seed, len(data.y_train), B, rc0.epochs) for rc in runs], 1).to(device)
+    R = len(runs)
+    spec, orders, w = _group_start(runs, data, device, dtype)
     n_iters = orders.shape[0]
-    w = init_weights(spec, [rc.seed for rc in runs], dtype=dtype, device=device)
     opt = Adam(w.tensors(), torch.tensor([rc.param_lr for rc in runs], dtype=dtype, device=device))
     book = _Book(runs, n_iters, False)
     stack = _Stack.of(orders, Evaluator(spec, R, data, half_mse=False))

@@ -13,8 +13,13 @@ convex) and which solver's F* is lower there, and how many samples gradient desc
 point when its step is a quarter as long (ReLU: is its minimum a property of the flow or of its step?).
 
 Part 2, training: ``--iters`` iterations of ``theory_run`` (equilibrium, Adam step) for the largest width each
-way, extrapolated to the unit's 937 iterations per net; the Newton steps per equilibrium are printed (they are
-the cost model's ``NEWTON_STEPS``).
+way, extrapolated to the unit's 937 iterations per net; the Newton steps per equilibrium are printed.
+
+Part 3, converged samples leaving the batch: the same ``--iters`` iterations at the largest width by Newton as
+the stage runs it (a step computes only the samples not yet converged) and by Newton computing every sample at
+every step (``drop_converged=False``), in turn, twice each, the faster of each; printed: time per iteration,
+the ratio, the steps per equilibrium, and the samples computed per equilibrium over the batch size (the full-batch
+steps they cost: the cost model's ``NEWTON_STEPS``).
 
 Both on one core, one torch thread (``torch.set_num_threads(1)``; run it under ``taskset -c 1``).
 """
@@ -80,15 +85,55 @@ def training(act: str, param: str, N: int, iters: int) -> dict:
             "fallback": int(nt["eq_fallback_steps"].sum()), "ratio_gap": float(ratio_gap)}
 
 
+def batch_steps(act: str, param: str, N: int, iters: int, rounds: int = 2) -> dict:
+    """Part 3: theory_run with and without dropping converged samples, in turn, the fastest of ``rounds``."""
+    spec = theory_spec(act, param, N, 4)
+    batches = mnist_batches(iters, 64, SEED, None, "cpu", torch.float64)
+    solve = newton.newton_equilibrium
+    best: dict[bool, float] = {}
+    outs: dict[bool, dict] = {}
+    eqs: dict[bool, list] = {}
+    try:
+        for _ in range(rounds):
+            for drop in (False, True):
+                eqs[drop] = []
+
+                def counted(*a, _drop=drop, **kw):
+                    eq = solve(*a, drop_converged=_drop, **kw)
+                    eqs[_drop].append(eq)
+                    return eq
+
+                newton.newton_equilibrium = counted
+                outs[drop], t = timed(lambda: theory_run(spec, batches, 1e-3, SEED, TOL, GD_CAP, "newton"))
+                best[drop] = min(best.get(drop, np.inf), t / iters)
+    finally:
+        newton.newton_equilibrium = solve
+    gap = np.max(np.abs(outs[True]["loss_energy_ratios"] - outs[False]["loss_energy_ratios"])
+                 / outs[False]["loss_energy_ratios"])
+    return {"t_all": best[False], "t_drop": best[True], "steps": [eq.steps for eq in eqs[True]],
+            "full": [eq.sample_steps / 64 for eq in eqs[True]], "gap": float(gap)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
     ap.add_argument("--iters", type=int, default=3, help="training iterations of part 2 (largest width)")
     ap.add_argument("--acts", nargs="+", default=["tanh", "relu"], choices=["tanh", "relu"])
     ap.add_argument("--params", nargs="+", default=["sp", "mupc"], choices=["sp", "mupc"])
+    ap.add_argument("--parts", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3])
     args = ap.parse_args()
     torch.set_num_threads(1)
     x, y = mnist_batches(1, 64, SEED, None, "cpu", torch.float64)[0]
+    if 1 in args.parts:
+        part_one(args, x, y)
+    N = max(args.widths)
+    if 2 in args.parts:
+        part_two(args, N)
+    if 3 in args.parts:
+        part_three(args, N)
+
+
+def part_one(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor) -> None:
     print("Part 1: one equilibrium, H = 4, B = 64, tol 1e-8, at initialisation (one core)")
     print(f"{'act':5} {'param':5} {'N':>4} | {'GD s':>7} {'steps':>6} | {'Newton s':>8} {'steps':>5} {'fb':>3} | "
           f"{'GD/Newton':>9} | {'max rel z':>9} {'rel F*':>9} {'other min':>9} {'Newton lower':>12} | "
@@ -102,7 +147,9 @@ def main() -> None:
                       f"{r['steps_nt']:>5} {r['fallback']:>3} | {r['t_gd'] / r['t_nt']:8.1f}× | {r['z_rel']:9.1e} "
                       f"{r['F_rel']:9.1e} {r['other']:>6}/64 {r['lower']:>12} | "
                       f"{r['gd_moves']:>13}/64{conv}", flush=True)
-    N = max(args.widths)
+
+
+def part_two(args: argparse.Namespace, N: int) -> None:
     print(f"\nPart 2: {args.iters} training iterations of theory_run at N = {N}, H = 4 (per iteration; "
           f"× {ITERS} iterations a net)")
     print(f"{'act':5} {'param':5} | {'GD s/it':>8} {'Newton s/it':>11} {'ratio':>6} | {'GD h/net':>8} "
@@ -113,6 +160,19 @@ def main() -> None:
             print(f"{act:5} {param:5} | {r['t_gd']:8.2f} {r['t_nt']:11.3f} {r['t_gd'] / r['t_nt']:5.1f}× | "
                   f"{r['t_gd'] * ITERS / 3600:8.2f} {r['t_nt'] * ITERS / 60:14.1f} | {r['steps_nt']} / {r['steps_gd']}"
                   f" (fallback {r['fallback']}) | {r['ratio_gap']:.1e}", flush=True)
+
+
+def part_three(args: argparse.Namespace, N: int) -> None:
+    print(f"\nPart 3: {args.iters} training iterations at N = {N} by Newton, every sample at every step against "
+          f"converged samples leaving the batch (per iteration, the faster of two runs each, in turn)")
+    print(f"{'act':5} {'param':5} | {'all s/it':>8} {'dropping s/it':>13} {'ratio':>6} | {'min/net':>7} | "
+          f"steps per equilibrium | full-batch steps they cost | max rel gap of ℒ/F*")
+    for act in args.acts:
+        for param in args.params:
+            r = batch_steps(act, param, N, args.iters)
+            print(f"{act:5} {param:5} | {r['t_all']:8.3f} {r['t_drop']:13.3f} {r['t_all'] / r['t_drop']:5.2f}× | "
+                  f"{r['t_drop'] * ITERS / 60:7.1f} | {r['steps']} (mean {np.mean(r['steps']):.1f}) | "
+                  f"{[round(f, 1) for f in r['full']]} (mean {np.mean(r['full']):.1f}) | {r['gap']:.1e}", flush=True)
 
 
 if __name__ == "__main__":

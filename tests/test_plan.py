@@ -16,6 +16,7 @@ from pipeline import device as devices
 from pipeline import graph, plan, registry
 from pipeline.config import ConfigError, load_params
 from pipeline.contract import Cost, Work
+from pipeline.studies.mupc.analysis import cost as analysis_cost
 from pipeline.studies.mupc.analysis.cost import fwd_cell_bytes
 from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import cost as mupc_cost
@@ -197,6 +198,8 @@ def test_a_recorded_gpu_calibration_plans_that_gpu_here_and_probes_nothing(monke
     estimates that card printed; its workspace trained theory_width at N = 512 only, so the other widths are
     said to be missing, not probed here."""
     monkeypatch.setattr(plan.Calibration, "_write", lambda self: pytest.fail("a recorded calibration is written"))
+    # the Newton steps that card's plan counted (every sample at every step; its probes' shapes name them)
+    monkeypatch.setattr(analysis_cost, "NEWTON_STEPS", {"tanh": 5, "relu": 12})
     p = (Path(os.environ["TRAINSCAPE_ROOT"]) / "params" / "mupc_analysis.yaml")
     text = p.read_text()
     every = "    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]"

@@ -11,7 +11,14 @@ from pipeline.studies.mupc.analysis import cost, newton, theory
 from pipeline.studies.mupc.analysis.train import theory_run
 from pipeline.studies.mupc.engine import hessian as hz
 from pipeline.studies.mupc.engine.energy import errors
-from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights, input_prediction, multipliers
+from pipeline.studies.mupc.engine.model import (
+    NetSpec,
+    Weights,
+    feedforward,
+    init_weights,
+    input_prediction,
+    multipliers,
+)
 from tests.host_reads import count_host_reads
 
 F64 = torch.float64
@@ -56,6 +63,22 @@ def test_linear_newton_is_the_closed_form_in_one_step(param, skips):
     nt = newton.newton_equilibrium(spec, w, x, y, z0, tol=1e-12)
     assert nt.steps == 1
     assert _rel(nt.z, theory.linear_equilibrium(spec, w, x, y)) < 1e-12
+
+
+@pytest.mark.parametrize("act", ["tanh", "relu"])
+def test_converged_samples_leave_the_batch_with_their_equilibria(act):
+    """A step computes only the samples some run has not converged on: the answers are those of the whole
+    batch computed at every step, and the samples computed are fewer than steps × batch."""
+    spec, w, x, y, z0 = _net(act, "sp", True, 3, N=6, B=8, seed=1)
+    kept = newton.newton_equilibrium(spec, w, x, y, z0, tol=1e-12, drop_converged=False)
+    dropped = newton.newton_equilibrium(spec, w, x, y, z0, tol=1e-12)
+    assert kept.converged and dropped.converged and dropped.fallback_steps == 0
+    assert dropped.steps == kept.steps and kept.sample_steps == kept.steps * 8
+    assert dropped.sample_steps < kept.sample_steps
+    assert _rel(dropped.z, kept.z) < 1e-12 and torch.equal(dropped.residual < 1e-12, kept.residual < 1e-12)
+    one_run = newton.newton_equilibrium(spec, Weights(*(t[1:] for t in w.tensors())), x, y, z0[1:], tol=1e-12)
+    assert _rel(dropped.z[1:], one_run.z) < 1e-12  # a sample stays while a run has not converged on it
+    assert one_run.sample_steps <= dropped.sample_steps
 
 
 # ReLU nets whose samples have one stationary point within reach of both solvers: one hidden layer (with
@@ -150,8 +173,11 @@ def test_held_units_make_the_face_newton_step():
     free = (~held).to(F64)
     lin = newton.Linearisation(dp.unsqueeze(3), free.unsqueeze(3), None)
     model = newton.Model(spec, w, m, lin)
-    counts = newton.held_counts(st).tolist()
-    assert counts == [1, 1]  # layers 2 and 3 hold one unit in a sample at most (layer 1's need no row)
+    per_sample = newton.held_counts(st).tolist()
+    # layer 2 holds a unit of sample 0 (run 0) and of sample 2 (run 1), layer 3 one of sample 0; layer 1's need
+    # no row: a unit there has an error that depends on no other activity
+    assert per_sample == [[1, 0, 1], [1, 0, 0]]
+    counts = [max(row) for row in per_sample]
     gn = newton.GaussNewton(model, newton.held_rows(spec, w, m, st, counts))
     r = torch.randn(z.shape, generator=torch.Generator().manual_seed(2), dtype=F64) * free
     d = gn.solve(r.unsqueeze(3)).squeeze(3)

@@ -36,10 +36,12 @@ from pipeline.studies.mupc.engine.cost import blocks_flops, dense_flops, eig_flo
 # networks, H = 2, took 50–550 while training). A typical count, not a bound (the cap is eq_max_steps): the
 # estimate is off by the ratio of the real count to it.
 EQ_STEPS = 1000
-# Newton steps an equilibrium takes to tol 1e-8 (analysis/newton.py): measured by benchmarks/equilibrium.py on
-# the paper's largest theory_width nets (N = 512, H = 4, B = 64, SP and μPC) over their first training
-# iterations and at N = 64–512 at initialisation (benchmarks/README.md): tanh 2–6, ReLU 6–14.
-NEWTON_STEPS = {"tanh": 5, "relu": 12}
+# Full-batch Newton steps an equilibrium costs to tol 1e-8 (analysis/newton.py; a step computes only the samples
+# not yet converged, so this is the samples computed over the batch size): measured by benchmarks/equilibrium.py
+# (Part 3) on the paper's largest theory_width nets (N = 512, H = 4, B = 64) over their first 8 training
+# iterations, the mean of SP and μPC (benchmarks/README.md): tanh 4.1 and 2.0, ReLU 7.1 and 3.1 (in 5.5, 2.0,
+# 11.4 and 7.0 steps).
+NEWTON_STEPS = {"tanh": 3, "relu": 5}
 LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}  # newton.STEP_SIZES tried a step (tanh: Newton's 4 + Gauss–Newton's 7)
 # nets without skips this deep compute on float32 subnormals on a CPU: measured from L = 128 (an Intel Xeon's
 # cells ran up to 7x slower at L = 128–256; benchmarks/README.md)
@@ -201,8 +203,8 @@ def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iter
     n = sum(k for *_, k in nets)
     bound = ""
     if any(act != "linear" for act, *_ in nets):
-        bound = (f"; tanh/relu by Newton at {NEWTON_STEPS['tanh']}/{NEWTON_STEPS['relu']} steps per equilibrium "
-                 f"(measured, typical)" if solver == "newton" else
+        bound = (f"; tanh/relu by Newton at {NEWTON_STEPS['tanh']}/{NEWTON_STEPS['relu']} full-batch steps per "
+                 f"equilibrium (measured, typical)" if solver == "newton" else
                  f"; tanh/relu at {EQ_STEPS:,} GD steps per equilibrium (typical; at most eq_max_steps = "
                  f"{tw.eq_max_steps:,})")
     return Cost(runs=n, groups=n, work=work, parallel=True, note=f"{n} nets × {iters} iterations, float64{bound}")

@@ -16,7 +16,10 @@ of the assembled blocks.
 
 Every step ends in a line search over fixed step sizes evaluated at once, so a step reads the host once: the
 convergence test (every sample's RMS (sub)gradient < ``tol``; gradient descent tests each run's RMS over its
-samples, which this implies) together with the size of the next ReLU active set. Where Newton has not
+samples, which this implies) together with each sample's ReLU active set. The same read drops converged samples
+from the batch: they no longer move, and a batch's last steps are spent on its few slowest samples (at N = 512
+on MNIST, half the samples converge by a ReLU net's ninth step and the last one at its fifteenth), so each step
+computes only the samples still moving (``benchmarks/equilibrium.py`` counts these sample-steps). Where Newton has not
 converged after ``max_steps`` the reference gradient descent finishes from its iterate, and the steps it took
 are recorded (``fallback_steps``).
 
@@ -48,7 +51,16 @@ from pipeline.studies.mupc.analysis.theory import (
     sample_energies,
 )
 from pipeline.studies.mupc.engine.energy import errors
-from pipeline.studies.mupc.engine.model import Multipliers, NetSpec, Weights, ddphi, dphi, input_prediction, multipliers
+from pipeline.studies.mupc.engine.model import (
+    Multipliers,
+    NetSpec,
+    Weights,
+    _runs,
+    ddphi,
+    dphi,
+    input_prediction,
+    multipliers,
+)
 
 # Step sizes tried at once by the line search, largest first; the largest that decreases the energy enough
 # (Armijo, c = 1e-4) is taken.
@@ -246,6 +258,14 @@ class State:
     held: torch.Tensor | None  # [R, H, B, N] bool (ReLU)
     curv: torch.Tensor | None  # [R, H, B, N] (tanh)
 
+    def take(self, idx: torch.Tensor) -> State:
+        """These samples' state alone (``idx``: sample indices on the device)."""
+        def on(t: torch.Tensor | None, dim: int) -> torch.Tensor | None:
+            return None if t is None else t.index_select(dim, idx)
+
+        return State(on(self.z, 2), on(self.f, 1), on(self.grad, 2), on(self.residual, 1), on(self.dp, 2),
+                     on(self.held, 2), on(self.curv, 2))
+
     def linearisation(self) -> Linearisation:
         """The step's model, with the column axis of :class:`Model`'s vectors."""
         free = torch.ones_like(self.dp) if self.held is None else (~self.held).to(self.dp.dtype)
@@ -279,15 +299,16 @@ def state_at(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z: tor
 
 
 def held_counts(st: State) -> torch.Tensor:
-    """Per layer ℓ ≥ 2 (index 1 …), the most units held in one sample: the rows that layer adds (``[H − 1]``)."""
-    return st.held[:, 1:].sum(dim=3).amax(dim=(0, 2))
+    """Per layer ℓ ≥ 2 (index 1 …) and sample, the most units held in any run: ``[H − 1, B]``; a layer's
+    largest over the samples a step computes is the rows that layer adds."""
+    return st.held[:, 1:].sum(dim=3).amax(dim=0)
 
 
 def held_rows(spec: NetSpec, w: Weights, m: Multipliers, st: State,
               counts: list[int]) -> list[tuple[int, torch.Tensor]]:
     """The errors of held units as rows over the layer below (e_iᵀ J_{ℓ−1}), grouped by that layer:
     ``[(ℓ − 1, rows [R, B, k_ℓ, N])]`` for each layer ℓ ≥ 2 with held units, padded with zero rows to the
-    batch's most in that layer, ``counts[ℓ − 1]`` (:func:`held_counts`; a held unit of the first layer has
+    batch's most in that layer, ``counts[ℓ − 1]`` (from :func:`held_counts`; a held unit of the first layer has
     no such row: its error depends on no other activity)."""
     R, H, B, N = st.z.shape
     r_idx = torch.arange(R, device=st.z.device)[:, None, None]
@@ -339,25 +360,45 @@ def line_search(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, st:
 
 def newton_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z0: torch.Tensor, *,
                        tol: float = 1e-8, max_steps: int = 50, cg_iters: int = 3,
-                       fallback_max_steps: int = 20000) -> Equilibrium:
+                       fallback_max_steps: int = 20000, drop_converged: bool = True) -> Equilibrium:
     """z* per sample by Newton (module docstring), from ``z0 [R, H, B, N]`` (float64). Converged when every
     sample's RMS (sub)gradient is below ``tol``; otherwise gradient descent finishes (at most
-    ``fallback_max_steps``; 0: none)."""
+    ``fallback_max_steps``; 0: none). A step computes only the samples some run has not converged on;
+    ``drop_converged=False`` computes every sample at every step, the reference the tests and
+    ``benchmarks/equilibrium.py`` hold this against."""
     if spec.act not in ("linear", "tanh", "relu"):
         raise ValueError(f"activation {spec.act!r} is not one of linear, tanh, relu")
     m = multipliers(spec)
     mu1 = input_prediction(w, m, x)
-    st = state_at(spec, w, x, y, z0.clone(), m, mu1)
-    failed = torch.zeros_like(st.f, dtype=torch.long)
-    steps = 0
+    y_runs = _runs(y, w.runs)
+    st = state_at(spec, w, x, y_runs, z0.clone(), m, mu1)
+    z_out, residual_out = st.z.clone(), st.residual.clone()  # every sample's, written back as samples leave
+    B = st.f.shape[1]
+    samples = list(range(B))  # which of the batch's samples the working tensors hold, in order
+    idx = None  # the same on the device; None while they hold all
+    xs, ys, mus = x, y_runs, mu1
+    failed = torch.zeros((), dtype=torch.long, device=st.z.device)  # samples × steps without a decrease
+    steps = sample_steps = 0
     while True:
         done = st.residual < tol
-        # held units below the first layer, the most in one sample: the rank the ReLU step adds
-        counts = held_counts(st) if st.held is not None and spec.H > 1 else done.new_zeros(0)
-        all_done, *counts = torch.cat([done.all().long().view(1), counts.long()]).tolist()  # the step's one host read
+        per_sample = held_counts(st) if st.held is not None and spec.H > 1 else done.new_zeros((0, len(samples)))
+        read = torch.cat([done.all().long().view(1), done.all(dim=0).long(), per_sample.long().flatten()])
+        all_done, *flags = read.tolist()  # the step's one host read
+        sample_done, held = flags[:len(samples)], flags[len(samples):]
         if all_done or steps == max_steps:
             break
+        # the samples this step computes: those some run has not converged on (they leave the batch for good)
+        working = [i for i, d in enumerate(sample_done) if not d] if drop_converged else range(len(samples))
+        counts = [max(row[i] for i in working) for row in _rows(held, len(samples))]
+        if len(working) < len(samples):
+            _write_back(z_out, residual_out, idx, st)
+            keep = torch.tensor(working, device=st.z.device)
+            samples = [samples[i] for i in working]
+            idx = torch.tensor(samples, device=st.z.device)
+            st, done = st.take(keep), done.index_select(1, keep)
+            xs, ys, mus = x.index_select(-2, idx), y_runs.index_select(1, idx), mu1.index_select(1, idx)
         steps += 1
+        sample_steps += len(samples)
         lin = st.linearisation()
         model = Model(spec, w, m, lin)
         gn = GaussNewton(model, held_rows(spec, w, m, st, counts) if st.held is not None else None)
@@ -368,12 +409,29 @@ def newton_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tens
         else:  # tanh: Newton first, then the Gauss–Newton direction (always descending) where it fails
             newton_d, gn_d = (d.squeeze(3) for d in pcg(model, gn, g, cg_iters))
             tries = [(newton_d, a) for a in STEP_SIZES[:NEWTON_TRIES]] + [(gn_d, a) for a in STEP_SIZES]
-        z, stuck = line_search(spec, w, x, y, st, tries, m, mu1, ~done)
-        failed += stuck.long()
-        st = state_at(spec, w, x, y, z, m, mu1)
-    residual = st.residual.amax(dim=1)
+        z, stuck = line_search(spec, w, xs, ys, st, tries, m, mus, ~done)
+        failed += stuck.sum()
+        st = state_at(spec, w, xs, ys, z, m, mus)
+    _write_back(z_out, residual_out, idx, st)
+    residual = residual_out.amax(dim=1)
     if all_done or not fallback_max_steps:
-        return Equilibrium(st.z, steps, residual, bool(all_done), fallback_steps=0, failed_steps=int(failed.sum()))
-    ref = numerical_equilibrium(spec, w, x, y, st.z, tol=tol, max_steps=fallback_max_steps)
+        return Equilibrium(z_out, steps, residual, bool(all_done), fallback_steps=0, failed_steps=int(failed.sum()),
+                           sample_steps=sample_steps)
+    ref = numerical_equilibrium(spec, w, x, y, z_out, tol=tol, max_steps=fallback_max_steps)
     return Equilibrium(ref.z, steps, ref.residual, ref.converged, fallback_steps=ref.steps,
-                       failed_steps=int(failed.sum()))
+                       failed_steps=int(failed.sum()), sample_steps=sample_steps)
+
+
+def _rows(flat: list[int], width: int) -> list[list[int]]:
+    """A row-major list back into rows of ``width``."""
+    return [flat[i:i + width] for i in range(0, len(flat), width)]
+
+
+def _write_back(z: torch.Tensor, residual: torch.Tensor, idx: torch.Tensor | None, st: State) -> None:
+    """The working samples' activities and residuals into the whole batch's (``idx``: their places; None: all)."""
+    if idx is None:
+        z.copy_(st.z)
+        residual.copy_(st.residual)
+    else:
+        z.index_copy_(2, idx, st.z)
+        residual.index_copy_(1, idx, st.residual)

@@ -229,6 +229,7 @@ class Equilibrium:
     converged: bool
     fallback_steps: int = 0  # gradient-descent steps that finished where Newton stopped short
     failed_steps: int = 0  # Newton steps whose line search found no decrease (sample × step)
+    sample_steps: int = 0  # Newton: the samples each step computed, summed over the steps
 
 
 def numerical_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, z0: torch.Tensor, *,

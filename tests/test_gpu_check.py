@@ -106,6 +106,7 @@ def test_the_analysis_step_plans_the_paper_units_and_reads_what_the_units_traine
     (here the H100's recorded calibration replayed) and the units' log lines are read as they are printed."""
     from pipeline import plan
     from pipeline.config import load_section, read_tree
+    from pipeline.studies.mupc.analysis import cost
     from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 
     gc = _module("gpu_check")
@@ -117,6 +118,8 @@ def test_the_analysis_step_plans_the_paper_units_and_reads_what_the_units_traine
 
     calibration = ROOT / "tests" / "mupc_analysis" / "fixtures" / "h100" / "plan-calibration.json"
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(ws))
+    # the Newton steps that card's plan counted (every sample at every step; its probes' shapes name them)
+    monkeypatch.setattr(cost, "NEWTON_STEPS", {"tanh": 5, "relu": 12})
     params = ws / "params" / "mupc_analysis.yaml"  # that card's routes: its cells below the slices took Lanczos
     assert "    band_max_n: 4096" in params.read_text()
     params.write_text(params.read_text().replace("    band_max_n: 4096", "    band_max_n: 0"))

@@ -15,11 +15,12 @@ point when its step is a quarter as long (ReLU: is its minimum a property of the
 Part 2, training: ``--iters`` iterations of ``theory_run`` (equilibrium, Adam step) for the largest width each
 way, extrapolated to the unit's 937 iterations per net; the Newton steps per equilibrium are printed.
 
-Part 3, converged samples leaving the batch: the same ``--iters`` iterations at the largest width by Newton as
-the stage runs it (a step computes only the samples not yet converged) and by Newton computing every sample at
-every step (``drop_converged=False``), in turn, twice each, the faster of each; printed: time per iteration,
-the ratio, the steps per equilibrium, and the samples computed per equilibrium over the batch size (the full-batch
-steps they cost: the cost model's ``NEWTON_STEPS``).
+Part 3, what a CPU's Newton step skips: the same ``--iters`` iterations at the largest width by Newton computing
+every sample at every step with the line search's tries at once (``drop_converged=False``, a GPU's line search),
+with converged samples leaving the batch, and with the tries in turn as well (as the stage runs it on the CPU),
+in turn, twice each, the faster of each; printed: time per iteration and the ratios, the steps per equilibrium,
+and the samples computed per equilibrium over the batch size (the full-batch steps they cost: the cost model's
+``NEWTON_STEPS``).
 
 Both on one core, one torch thread (``torch.set_num_threads(1)``; run it under ``taskset -c 1``).
 """
@@ -85,33 +86,40 @@ def training(act: str, param: str, N: int, iters: int) -> dict:
             "fallback": int(nt["eq_fallback_steps"].sum()), "ratio_gap": float(ratio_gap)}
 
 
+# Part 3's ways, in the order they ran: (converged samples leave, line-search tries in turn)
+WAYS = {"every sample, tries at once": (False, False), "dropping converged": (True, False),
+        "and tries in turn": (True, True)}
+
+
 def batch_steps(act: str, param: str, N: int, iters: int, rounds: int = 2) -> dict:
-    """Part 3: theory_run with and without dropping converged samples, in turn, the fastest of ``rounds``."""
+    """Part 3: theory_run each of :data:`WAYS`, in turn, the fastest of ``rounds`` each."""
     spec = theory_spec(act, param, N, 4)
     batches = mnist_batches(iters, 64, SEED, None, "cpu", torch.float64)
-    solve = newton.newton_equilibrium
-    best: dict[bool, float] = {}
-    outs: dict[bool, dict] = {}
-    eqs: dict[bool, list] = {}
+    solve, in_turn = newton.newton_equilibrium, newton.TRIES_IN_TURN
+    best: dict[str, float] = {}
+    outs: dict[str, dict] = {}
+    eqs: dict[str, list] = {}
     try:
         for _ in range(rounds):
-            for drop in (False, True):
-                eqs[drop] = []
+            for way, (drop, turn) in WAYS.items():
+                eqs[way] = []
 
-                def counted(*a, _drop=drop, **kw):
+                def counted(*a, _drop=drop, _way=way, **kw):
                     eq = solve(*a, drop_converged=_drop, **kw)
-                    eqs[_drop].append(eq)
+                    eqs[_way].append(eq)
                     return eq
 
                 newton.newton_equilibrium = counted
-                outs[drop], t = timed(lambda: theory_run(spec, batches, 1e-3, SEED, TOL, GD_CAP, "newton"))
-                best[drop] = min(best.get(drop, np.inf), t / iters)
+                newton.TRIES_IN_TURN = ("cpu",) if turn else ()
+                outs[way], t = timed(lambda: theory_run(spec, batches, 1e-3, SEED, TOL, GD_CAP, "newton"))
+                best[way] = min(best.get(way, np.inf), t / iters)
     finally:
-        newton.newton_equilibrium = solve
-    gap = np.max(np.abs(outs[True]["loss_energy_ratios"] - outs[False]["loss_energy_ratios"])
-                 / outs[False]["loss_energy_ratios"])
-    return {"t_all": best[False], "t_drop": best[True], "steps": [eq.steps for eq in eqs[True]],
-            "full": [eq.sample_steps / 64 for eq in eqs[True]], "gap": float(gap)}
+        newton.newton_equilibrium, newton.TRIES_IN_TURN = solve, in_turn
+    first, *_, last = WAYS
+    gap = max(np.max(np.abs(outs[way]["loss_energy_ratios"] - outs[first]["loss_energy_ratios"])
+                     / outs[first]["loss_energy_ratios"]) for way in WAYS)
+    return {"t": best, "steps": [eq.steps for eq in eqs[last]], "full": [eq.sample_steps / 64 for eq in eqs[last]],
+            "gap": float(gap)}
 
 
 def main() -> None:
@@ -163,16 +171,19 @@ def part_two(args: argparse.Namespace, N: int) -> None:
 
 
 def part_three(args: argparse.Namespace, N: int) -> None:
-    print(f"\nPart 3: {args.iters} training iterations at N = {N} by Newton, every sample at every step against "
-          f"converged samples leaving the batch (per iteration, the faster of two runs each, in turn)")
-    print(f"{'act':5} {'param':5} | {'all s/it':>8} {'dropping s/it':>13} {'ratio':>6} | {'min/net':>7} | "
-          f"steps per equilibrium | full-batch steps they cost | max rel gap of ℒ/F*")
+    print(f"\nPart 3: {args.iters} training iterations at N = {N} by Newton: every sample at every step with the "
+          f"line search's tries at once, converged samples leaving the batch, and the tries in turn as well (s per "
+          f"iteration, the faster of two runs each, in turn; ratios to the first)")
+    print(f"{'act':5} {'param':5} | {' | '.join(WAYS)} | min/net | steps per equilibrium | full-batch steps "
+          f"they cost | max rel gap of ℒ/F*")
     for act in args.acts:
         for param in args.params:
             r = batch_steps(act, param, N, args.iters)
-            print(f"{act:5} {param:5} | {r['t_all']:8.3f} {r['t_drop']:13.3f} {r['t_all'] / r['t_drop']:5.2f}× | "
-                  f"{r['t_drop'] * ITERS / 60:7.1f} | {r['steps']} (mean {np.mean(r['steps']):.1f}) | "
-                  f"{[round(f, 1) for f in r['full']]} (mean {np.mean(r['full']):.1f}) | {r['gap']:.1e}", flush=True)
+            t0 = r["t"][next(iter(WAYS))]
+            times = " | ".join(f"{t:.3f} ({t0 / t:.2f}×)" for t in r["t"].values())
+            print(f"{act:5} {param:5} | {times} | {list(r['t'].values())[-1] * ITERS / 60:7.1f} | {r['steps']} "
+                  f"(mean {np.mean(r['steps']):.1f}) | {[round(f, 1) for f in r['full']]} "
+                  f"(mean {np.mean(r['full']):.1f}) | {r['gap']:.1e}", flush=True)
 
 
 if __name__ == "__main__":

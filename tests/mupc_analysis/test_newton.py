@@ -205,9 +205,30 @@ def test_f27_metrics_equal_either_way(act, param):
 
 
 @pytest.mark.parametrize("act", ["tanh", "relu"])
-def test_a_newton_step_reads_the_host_once(act):
-    """The theory unit's numerical solves read the host at most once a Newton step (its convergence test),
-    plus a few reads an iteration for the recorded numbers; gradient descent read it twice a step."""
+def test_a_line_search_in_turn_takes_the_tries_it_takes_at_once(act, monkeypatch):
+    """The CPU tries the step sizes in turn and stops once every sample has one; a GPU evaluates them all at
+    once. Every step takes the same try either way: the same equilibria, bit for bit."""
+    spec, w, x, y, z0 = _net(act, "sp", True, 3, N=6, B=8, seed=2)
+    evaluated = []
+    original = newton.errors
+    monkeypatch.setattr(newton, "errors", lambda *a: evaluated.append(1) or original(*a))
+    in_turn = newton.newton_equilibrium(spec, w, x, y, z0, tol=1e-12)
+    turns = len(evaluated)
+    monkeypatch.setattr(newton, "TRIES_IN_TURN", ())
+    evaluated.clear()
+    at_once = newton.newton_equilibrium(spec, w, x, y, z0, tol=1e-12)
+    assert in_turn.converged and torch.equal(in_turn.z, at_once.z) and in_turn.steps == at_once.steps
+    tries = len(newton.STEP_SIZES) + (newton.NEWTON_TRIES if act == "tanh" else 0)
+    assert len(evaluated) == at_once.steps * (tries + 1) + 1  # each step's tries and its new state, the start
+    assert turns - 1 - at_once.steps <= 2 * at_once.steps  # in turn: one or two tries a step
+
+
+@pytest.mark.parametrize("act", ["tanh", "relu"])
+def test_a_newton_step_reads_the_host_once(act, monkeypatch):
+    """On a GPU the theory unit's numerical solves read the host at most once a Newton step (its convergence
+    test), plus a few reads an iteration for the recorded numbers; gradient descent read it twice a step. (The
+    CPU's line search reads once a try it evaluates, a read that costs nothing there.)"""
+    monkeypatch.setattr(newton, "TRIES_IN_TURN", ())  # the tries all at once, as on a GPU
     spec = NetSpec(D=12, N=8, H=3, d_y=4, act=act, skips=True, param="sp", init="standard")
     g = torch.Generator().manual_seed(4)
     batches = [(torch.randn(6, 12, generator=g, dtype=F64),

@@ -42,7 +42,9 @@ EQ_STEPS = 1000
 # iterations, the mean of SP and μPC (benchmarks/README.md): tanh 4.1 and 2.0, ReLU 7.1 and 3.1 (in 5.5, 2.0,
 # 11.4 and 7.0 steps).
 NEWTON_STEPS = {"tanh": 3, "relu": 5}
-LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}  # newton.STEP_SIZES tried a step (tanh: Newton's 4 + Gauss–Newton's 7)
+# newton.STEP_SIZES tried a step (tanh: Newton's 4 + Gauss–Newton's 7), all evaluated on a GPU; the CPU tries them
+# in turn and mostly evaluates one or two, which its probes' rates (seconds per counted FLOP) take in
+LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}
 # nets without skips this deep compute on float32 subnormals on a CPU: measured from L = 128 (an Intel Xeon's
 # cells ran up to 7x slower at L = 128–256; benchmarks/README.md)
 SUBNORMAL_FROM_DEPTH = 128

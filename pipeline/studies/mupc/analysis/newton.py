@@ -14,12 +14,13 @@ of the assembled blocks.
 * tanh: preconditioned CG on H_z with P as the preconditioner, a fixed number of iterations, each sample
   stopped at negative curvature (its direction then the Gauss–Newton one, always a descent direction).
 
-Every step ends in a line search over fixed step sizes evaluated at once, so a step reads the host once: the
-convergence test (every sample's RMS (sub)gradient < ``tol``; gradient descent tests each run's RMS over its
-samples, which this implies) together with each sample's ReLU active set. The same read drops converged samples
-from the batch: they no longer move, and a batch's last steps are spent on its few slowest samples (at N = 512
-on MNIST, half the samples converge by a ReLU net's ninth step and the last one at its fifteenth), so each step
-computes only the samples still moving (``benchmarks/equilibrium.py`` counts these sample-steps). Where Newton has not
+On a GPU a step reads the host once: the convergence test (every sample's RMS (sub)gradient < ``tol``; gradient descent
+tests each run's RMS over its samples, which this implies) together with each sample's ReLU active set. Its line
+search tries fixed step sizes: a GPU evaluates them all at once; the CPU, where a read costs nothing, tries them in
+turn until every sample has its step (most take the first). The same read drops converged samples from the
+batch: they no longer move, and a batch's last steps are spent on its few slowest samples (at N = 512 on MNIST,
+half the samples converge by a ReLU net's ninth step and the last one at its fifteenth), so each step computes
+only the samples still moving (``benchmarks/equilibrium.py`` counts these sample-steps). Where Newton has not
 converged after ``max_steps`` the reference gradient descent finishes from its iterate, and the steps it took
 are recorded (``fallback_steps``).
 
@@ -67,6 +68,9 @@ from pipeline.studies.mupc.engine.model import (
 STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 64, 1 / 256)
 NEWTON_TRIES = 4  # tanh: the first sizes along Newton's direction, then all along Gauss–Newton's
 ARMIJO = 1e-4
+# Devices whose line search evaluates its tries in turn, reading the host after each: on the CPU a read costs
+# nothing and most steps take their first try; a GPU evaluates them all at once and waits for no read.
+TRIES_IN_TURN = ("cpu",)
 # Energy differences below this fraction of F are rounding: near z* a Newton step lowers F by ≈ ½ gᵀH⁻¹g,
 # far below float64's resolution of F, and must not be refused for it.
 ROUNDING = 1e-13
@@ -339,13 +343,17 @@ def _bounds(spec: NetSpec, st: State) -> tuple[torch.Tensor, torch.Tensor] | Non
 
 def line_search(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, st: State,
                 tries: list[tuple[torch.Tensor, float]], m: Multipliers, mu1: torch.Tensor,
-                moving: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every (direction, step size) of ``tries`` at once, in order of preference; per sample the first with
-    enough decrease (Armijo) is taken. Returns the new z and which samples found none (they stay)."""
+                moving: torch.Tensor, in_turn: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (direction, step size) pairs of ``tries``, in order of preference; per sample the first with enough
+    decrease (Armijo) is taken. Returns the new z and which samples found none (they stay).
+
+    All at once (no host read), or ``in_turn``: in order, until every moving sample has its step (a host read a
+    try; most steps take the first, so the rest are never evaluated). Both take the same tries."""
     z_new, found = st.z, torch.zeros_like(moving)
     noise = ROUNDING * st.f.abs()
     box = _bounds(spec, st)
-    for d, a in reversed(tries):  # the most preferred accepted wins: it is written last
+    # at once, the most preferred accepted try wins by being written last; in turn, by being found first
+    for d, a in (tries if in_turn else reversed(tries)):
         za = torch.add(st.z, d, alpha=a)  # the sizes are powers of 2: a·d is exact
         if box is not None:
             za = za.clamp_(*box)
@@ -353,8 +361,12 @@ def line_search(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tensor, st:
         fa = sample_energies(eps, eps_out)
         decrease = (st.grad * (za - st.z)).sum(dim=(1, 3))
         ok = moving & (fa <= st.f + ARMIJO * decrease + noise)
+        if in_turn:
+            ok = ok & ~found
         z_new = torch.where(ok[:, None, :, None], za, z_new)
         found = found | ok
+        if in_turn and not bool((moving & ~found).any()):
+            break
     return z_new, moving & ~found
 
 
@@ -409,7 +421,7 @@ def newton_equilibrium(spec: NetSpec, w: Weights, x: torch.Tensor, y: torch.Tens
         else:  # tanh: Newton first, then the Gauss–Newton direction (always descending) where it fails
             newton_d, gn_d = (d.squeeze(3) for d in pcg(model, gn, g, cg_iters))
             tries = [(newton_d, a) for a in STEP_SIZES[:NEWTON_TRIES]] + [(gn_d, a) for a in STEP_SIZES]
-        z, stuck = line_search(spec, w, xs, ys, st, tries, m, mus, ~done)
+        z, stuck = line_search(spec, w, xs, ys, st, tries, m, mus, ~done, in_turn=st.z.device.type in TRIES_IN_TURN)
         failed += stuck.sum()
         st = state_at(spec, w, xs, ys, z, m, mus)
     _write_back(z_out, residual_out, idx, st)

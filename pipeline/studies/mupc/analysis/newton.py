@@ -63,8 +63,8 @@ from pipeline.studies.mupc.engine.model import (
     multipliers,
 )
 
-# Step sizes tried at once by the line search, largest first; the largest that decreases the energy enough
-# (Armijo, c = 1e-4) is taken.
+# Step sizes the line search tries, largest first; the largest that decreases the energy enough (Armijo,
+# c = 1e-4) is taken.
 STEP_SIZES = (1.0, 0.5, 0.25, 0.125, 1 / 16, 1 / 64, 1 / 256)
 NEWTON_TRIES = 4  # tanh: the first sizes along Newton's direction, then all along Gauss–Newton's
 ARMIJO = 1e-4

@@ -94,7 +94,8 @@ WAYS = {"every sample, tries at once": (False, False), "dropping converged": (Tr
 def batch_steps(act: str, param: str, N: int, iters: int, rounds: int = 2) -> dict:
     """Part 3: theory_run each of :data:`WAYS`, in turn, the fastest of ``rounds`` each."""
     spec = theory_spec(act, param, N, 4)
-    batches = mnist_batches(iters, 64, SEED, None, "cpu", torch.float64)
+    B = 64
+    batches = mnist_batches(iters, B, SEED, None, "cpu", torch.float64)
     solve, in_turn = newton.newton_equilibrium, newton.TRIES_IN_TURN
     best: dict[str, float] = {}
     outs: dict[str, dict] = {}
@@ -118,7 +119,7 @@ def batch_steps(act: str, param: str, N: int, iters: int, rounds: int = 2) -> di
     first, *_, last = WAYS
     gap = max(np.max(np.abs(outs[way]["loss_energy_ratios"] - outs[first]["loss_energy_ratios"])
                      / outs[first]["loss_energy_ratios"]) for way in WAYS)
-    return {"t": best, "steps": [eq.steps for eq in eqs[last]], "full": [eq.sample_steps / 64 for eq in eqs[last]],
+    return {"t": best, "steps": [eq.steps for eq in eqs[last]], "full": [eq.sample_steps / B for eq in eqs[last]],
             "gap": float(gap)}
 
 

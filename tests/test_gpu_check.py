@@ -108,6 +108,7 @@ def test_the_analysis_step_plans_the_paper_units_and_reads_what_the_units_traine
     from pipeline.config import load_section, read_tree
     from pipeline.studies.mupc.analysis import cost
     from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
+    from tests.test_plan import recorded_newton_steps
 
     gc = _module("gpu_check")
     ws = tmp_path / "ws"
@@ -118,8 +119,7 @@ def test_the_analysis_step_plans_the_paper_units_and_reads_what_the_units_traine
 
     calibration = ROOT / "tests" / "mupc_analysis" / "fixtures" / "h100" / "plan-calibration.json"
     monkeypatch.setenv("TRAINSCAPE_ROOT", str(ws))
-    # the Newton steps that card's plan counted (every sample at every step; its probes' shapes name them)
-    monkeypatch.setattr(cost, "NEWTON_STEPS", {"tanh": 5, "relu": 12})
+    monkeypatch.setattr(cost, "NEWTON_STEPS", recorded_newton_steps(calibration))  # the steps that card counted
     params = ws / "params" / "mupc_analysis.yaml"  # that card's routes: its cells below the slices took Lanczos
     assert "    band_max_n: 4096" in params.read_text()
     params.write_text(params.read_text().replace("    band_max_n: 4096", "    band_max_n: 0"))

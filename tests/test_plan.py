@@ -188,6 +188,16 @@ def test_a_failing_probe_leaves_the_work_out_of_the_estimate(monkeypatch):
 
 
 H100 = ROOT / "tests" / "mupc_analysis" / "fixtures" / "h100"
+
+
+def recorded_newton_steps(calibration: Path) -> dict[str, int]:
+    """The Newton steps per equilibrium a recorded calibration's theory probes were keyed with: the cost model
+    that card planned with (every sample at every step, before converged samples left the batch)."""
+    keys = [json.loads(k) for k in json.loads(calibration.read_text())["entries"]]
+    return {k["shape"]["act"]: k["shape"]["eq_steps"] for k in keys
+            if k["probe"].endswith(":theory_step") and k["shape"]["solver"] == "newton" and k["shape"]["eq_steps"]}
+
+
 # What pipeline.plan printed for the paper's mupc_analysis on that H100 (fixtures/h100/README.md), seconds per unit
 H100_PRINTED = {"hessian_init": 17 * 60 + 9, "fwd_pass": 12 * 60 + 9, "theory_grid": 23 * 60 + 9,
                 "theory_width": 12 * 60 + 28}
@@ -198,8 +208,10 @@ def test_a_recorded_gpu_calibration_plans_that_gpu_here_and_probes_nothing(monke
     estimates that card printed; its workspace trained theory_width at N = 512 only, so the other widths are
     said to be missing, not probed here."""
     monkeypatch.setattr(plan.Calibration, "_write", lambda self: pytest.fail("a recorded calibration is written"))
-    # the Newton steps that card's plan counted (every sample at every step; its probes' shapes name them)
-    monkeypatch.setattr(analysis_cost, "NEWTON_STEPS", {"tanh": 5, "relu": 12})
+    recorded = H100 / "plan-calibration.json"
+    steps = recorded_newton_steps(recorded)
+    assert set(steps) == {"tanh", "relu"} and steps != analysis_cost.NEWTON_STEPS
+    monkeypatch.setattr(analysis_cost, "NEWTON_STEPS", steps)
     p = (Path(os.environ["TRAINSCAPE_ROOT"]) / "params" / "mupc_analysis.yaml")
     text = p.read_text()
     every = "    widths: [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n    plot_widths: [2, 8, 32, 128, 512]"
@@ -207,7 +219,6 @@ def test_a_recorded_gpu_calibration_plans_that_gpu_here_and_probes_nothing(monke
     band = "    band_max_n: 4096"  # that card's routes: its cells below the slices took Lanczos extremes then
     assert band in text
     p.write_text(text.replace(every, "    widths: [512]\n    plot_widths: [512]").replace(band, "    band_max_n: 0"))
-    recorded = H100 / "plan-calibration.json"
     _, plans, cal = plan.plan_profile("paper", stages=["mupc_analysis_train@*"], recorded=recorded)
     assert (cal.device, cal.name, cal.probed) == ("cuda", "NVIDIA H100 80GB HBM3", [])
     got = {p.unit: round(p.seconds) for p in plans}

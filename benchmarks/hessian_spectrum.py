@@ -13,7 +13,12 @@ ReLU net, SP, standard init, no skips, at its synthetic sample, seed 0):
 * ``eig_banded N``: the same on the narrowed band (narrowing included);
 * ``2-stage N``: ``hessian.band_eigenvalues`` (LAPACK ``dsbevd_2stage``) on the narrowed band, the route now;
 * ``dense``: torch's ``eigvalsh`` (MKL) of the assembled matrix, up to ``--dense-max-n``;
-* ``dense cuda``: the same on CUDA (the GPU's route, ``spectrum_backend: auto``), where torch sees a GPU.
+* ``dense cuda``: the same on CUDA (the GPU's route, ``spectrum_backend: auto``), where torch sees a GPU;
+* ``bipartite N``: with ``--matrix O`` only: ``hessian.off_diagonal_spectrum``, ±σ(B) from the two-stage route
+  on BᵀB, half as long (the route of O's spectra now).
+
+``--matrix O`` takes the off-diagonal part O of the linear net's H_z instead (F3's and F4's O, whose diagonal
+blocks are zero; hessian_init solves it beside H_z for each linear configuration), the same net with ``linear``.
 
 Printed: seconds of each route in ``--routes`` (one call each, after a warm-up at a small shape), each one's
 speed-up over the first, and the largest difference of its eigenvalues from the first's, relative to the largest
@@ -40,11 +45,15 @@ from pipeline.studies.mupc.engine import hessian as hz
 from pipeline.studies.mupc.engine.model import feedforward, init_weights
 
 CONFIG = {"act": "relu", "skips": False, "init": "standard", "param": "sp", "seed": 0}
+MATRIX = {"name": "H_z"}  # --matrix
 
 
 def blocks(N: int, H: int) -> hz.Blocks:
-    spec = hessian_spec(CONFIG, N, H, False)
+    config = {**CONFIG, "act": "linear"} if MATRIX["name"] == "O" else CONFIG
+    spec = hessian_spec(config, N, H, False)
     w = init_weights(spec, [0], dtype=torch.float64)
+    if MATRIX["name"] == "O":
+        return hz.split(hz.theory_blocks(spec, w))[1]
     x = hz.hessian_input(N, 0)
     z = feedforward(spec, w, x.view(1, -1))[0][0, :, 0]
     return hz.hessian_blocks(spec, w, x, x, z)
@@ -57,6 +66,7 @@ ROUTES = {
     "2-stage N": lambda b: hz.band_eigenvalues(hz.to_banded(hz.narrowed(b), b.N)),
     "dense": lambda b: torch.linalg.eigvalsh(hz.to_dense(b)).numpy(),
     "dense cuda": lambda b: torch.linalg.eigvalsh(hz.to_dense(hz.Blocks(b.diag.cuda(), b.upper.cuda()))).cpu().numpy(),
+    "bipartite N": lambda b: hz.off_diagonal_spectrum(b, dense_max_n=0)[0],
 }
 
 
@@ -88,19 +98,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", nargs="+", default=["128:32", "128:64", "128:128"], help="N:H settings")
     ap.add_argument("--threads", type=int, default=1, help="torch (MKL) and OpenBLAS threads")
     ap.add_argument("--dense-max-n", type=int, default=8192, help="the dense routes only up to this n")
-    ap.add_argument("--routes", nargs="+", choices=list(ROUTES), default=[r for r in ROUTES if r != "dense cuda"])
+    ap.add_argument("--routes", nargs="+", choices=list(ROUTES),
+                    default=[r for r in ROUTES if r not in ("dense cuda", "bipartite N")])
+    ap.add_argument("--matrix", choices=("H_z", "O"), default="H_z", help="H_z, or the linear net's O")
     ap.add_argument("--workers", type=int, default=0, help="then this many two-stage solves side by side")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
+    MATRIX["name"] = a.matrix
     routes = {}
     for name in a.routes:  # warm-up: libraries loaded, threads started; a route this machine lacks is named
         try:
             ROUTES[name](blocks(8, 4))
             routes[name] = ROUTES[name]
-        except (ImportError, RuntimeError, AssertionError) as exc:
+        except (ImportError, RuntimeError, AssertionError, ValueError) as exc:
             print(f"{name}: not run here ({type(exc).__name__}: {exc})")
-    print(f"torch {torch.__version__}, {a.threads} thread(s); seconds for all eigenvalues of H_z "
-          f"({CONFIG['act']}, {CONFIG['param']}, {CONFIG['init']}, no skips)")
+    act = "linear" if a.matrix == "O" else CONFIG["act"]
+    print(f"torch {torch.__version__}, {a.threads} thread(s); seconds for all eigenvalues of {a.matrix} "
+          f"({act}, {CONFIG['param']}, {CONFIG['init']}, no skips)")
     print(f"{'N':>5} {'H':>5} {'n':>7} | " + " | ".join(f"{r:>20}" for r in routes) + " | max |Δλ| / max |λ|")
     for shape in a.shapes:
         N, H = (int(v) for v in shape.split(":"))

@@ -164,6 +164,36 @@ def test_narrowing_keeps_the_spectrum_and_halves_the_band(H):
     assert method == "banded" and np.allclose(ev, dense, atol=1e-12)
 
 
+@pytest.mark.parametrize("H", [2, 3, 6, 7])
+def test_the_off_diagonal_spectrum_is_plus_and_minus_the_singular_values_of_its_bipartite_half(H):
+    """O (zero diagonal blocks) couples even layers only to odd ones: on the band route its eigenvalues come as
+    ±σ(B), σ² from BᵀB over ⌊H/2⌋ layers, plus N zeros for an odd H's unpaired layer. Well-conditioned blocks: the
+    dense spectrum to rounding; the linear SP net's O without skips, nearly singular: the extremes to rounding,
+    the smallest |λ| within √ε of ‖O‖ (σ² from the Gram)."""
+    g = torch.Generator().manual_seed(H)
+    eye = torch.eye(5, dtype=torch.float64)
+    o = hz.Blocks(torch.zeros(H, 5, 5, dtype=torch.float64),
+                  torch.randn(H - 1, 5, 5, generator=g, dtype=torch.float64) + 3 * eye)
+    dense = np.linalg.eigvalsh(hz.to_dense(o).numpy())
+    gram = hz.bipartite_gram(o)
+    assert gram.H == H // 2 and gram.upper.shape[0] == H // 2 - 1
+    ev, method = hz.off_diagonal_spectrum(o, dense_max_n=0)
+    assert method == "banded" and ev.shape == dense.shape
+    np.testing.assert_allclose(ev, dense, atol=1e-12 * np.abs(dense).max())
+    np.testing.assert_array_equal(ev, -ev[::-1])  # exactly symmetric
+    assert np.sum(ev == 0.0) == (H % 2) * 5
+    spec = _spec("linear", False, "sp", N=16, H=4 * H)
+    near = hz.split(hz.theory_blocks(spec, init_weights(spec, [0], dtype=torch.float64)))[1]
+    dense = np.linalg.eigvalsh(hz.to_dense(near).numpy())
+    ev, _ = hz.off_diagonal_spectrum(near, dense_max_n=0)
+    scale = np.abs(dense).max()
+    assert abs(ev[-1] - dense[-1]) <= 1e-13 * scale and abs(ev[0] - dense[0]) <= 1e-13 * scale
+    np.testing.assert_allclose(ev, dense, atol=1e-7 * scale)
+    assert hz.off_diagonal_spectrum(near, dense_max_n=near.n)[1] == "dense"  # below the limit: O's own solve
+    with pytest.raises(ValueError, match="diagonal blocks must be zero"):
+        hz.off_diagonal_spectrum(hz.Blocks(near.diag + 1.0, near.upper), dense_max_n=0)
+
+
 def test_indefinite_falls_back_to_lanczos_sa():
     g = torch.Generator().manual_seed(0)
     diag = torch.randn(5, 6, 6, generator=g, dtype=torch.float64)

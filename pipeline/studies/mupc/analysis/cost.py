@@ -29,7 +29,7 @@ from typing import Any
 from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams, theory_device, theory_threads
 from pipeline.studies.mupc.analysis.layout import hessian_configs, is_slice, spectrum_routes
-from pipeline.studies.mupc.engine.cost import blocks_flops, dense_flops, eig_flops
+from pipeline.studies.mupc.engine.cost import blocks_flops, dense_flops, eig_flops, off_diagonal_flops
 
 # GD steps a tanh/relu equilibrium takes to tol 1e-8: the order of the median measured at initialisation on
 # an MNIST batch of 64 (628–5,454 steps for N = 4–128, H = 4, SP and μPC, most 1,000–1,800; the smoke
@@ -99,7 +99,7 @@ def cell_flops(act: str, N: int, H: int, method: str, full: bool, hp: Any) -> fl
         out += blocks_flops(N, H) + H * dense_flops(N)
         if H > 1:
             o_method = method if full else hessian_method(False, N * H, hp, "")
-            out += eig_flops(o_method, N, H)
+            out += off_diagonal_flops(o_method, N, H)
     return out
 
 

@@ -104,8 +104,8 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
         if full:
             arrays["theory_D_eigenvals"] = d_ev
             if H > 1:
-                o_ev, o_method = hessian.full_spectrum(o_blocks, dense_max_n=hp.dense_max_n,
-                                                       backend=backend, device=device)
+                o_ev, o_method = hessian.off_diagonal_spectrum(o_blocks, dense_max_n=hp.dense_max_n,
+                                                               backend=backend, device=device)
             else:
                 o_ev, o_method = np.zeros(N), "exact_blocks"
             arrays["theory_O_eigenvals"] = o_ev
@@ -117,7 +117,7 @@ def hessian_cell(c: dict[str, Any], N: int, H: int, hp: HessianParams, legacy: b
                 o_ev, _ = hessian.full_spectrum(o_blocks, dense_max_n=hp.dense_max_n)
                 omax, omin, om_max, om_min = float(o_ev[-1]), float(o_ev[0]), "dense", "dense"
             elif hp.band_max_n >= N * H:
-                o_ev, _ = hessian.full_spectrum(o_blocks, dense_max_n=0, backend="banded")
+                o_ev, _ = hessian.off_diagonal_spectrum(o_blocks, dense_max_n=0, backend="banded")
                 omax, omin, om_max, om_min = float(o_ev[-1]), float(o_ev[0]), "banded", "banded"
             else:
                 op = hessian.matvec_op(o_blocks)

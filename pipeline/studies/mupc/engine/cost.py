@@ -42,3 +42,11 @@ def eig_flops(method: str, N: int, H: int) -> float:
     if method == "banded":
         return banded_flops(N, H)
     return structured_flops(N, H)
+
+
+def off_diagonal_flops(method: str, N: int, H: int) -> float:
+    """All eigenvalues of the off-diagonal part O (``hessian.off_diagonal_spectrum``): on the band route those of
+    BᵀB over ⌊H/2⌋ layers and its 2N³ products a layer; else as H_z's."""
+    if method == "banded" and H > 1:
+        return banded_flops(N, H // 2) + 2 * H * N**3
+    return eig_flops(method, N, H)

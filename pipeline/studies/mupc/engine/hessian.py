@@ -11,7 +11,8 @@ float64. Eigenvalue routes (each number records which one produced it, see :data
 
 * ``dense``: ``numpy.linalg.eigvalsh`` of the assembled matrix (small n);
 * ``banded``: LAPACK's ``dsbevd_2stage`` (all eigenvalues, :func:`band_eigenvalues`) on the (N+1)-row upper
-  band of an orthogonally similar matrix (:func:`narrowed`);
+  band of an orthogonally similar matrix (:func:`narrowed`); for the off-diagonal part O, on that of BᵀB, half
+  as long (:func:`off_diagonal_spectrum`);
 * ``lanczos_LA`` / ``lanczos_SA``: ``scipy.sparse.linalg.eigsh`` with the block-tridiagonal mat-vec;
 * ``shift_invert_cholesky``: eigsh in shift-invert mode around 0 with a banded Cholesky solve (λ_min
   of a positive-definite H_z); falls back to ``lanczos_SA`` when the Cholesky fails (indefinite H_z).

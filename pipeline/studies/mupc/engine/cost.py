@@ -46,7 +46,7 @@ def eig_flops(method: str, N: int, H: int) -> float:
 
 def off_diagonal_flops(method: str, N: int, H: int) -> float:
     """All eigenvalues of the off-diagonal part O (``hessian.off_diagonal_spectrum``): on the band route those of
-    BᵀB over ⌊H/2⌋ layers and its 2N³ products a layer; else as H_z's."""
+    BᵀB over ⌊H/2⌋ layers and its three N×N products per odd layer (2N³ each); else as H_z's."""
     if method == "banded" and H > 1:
-        return banded_flops(N, H // 2) + 2 * H * N**3
+        return banded_flops(N, H // 2) + 6 * (H // 2) * N**3
     return eig_flops(method, N, H)

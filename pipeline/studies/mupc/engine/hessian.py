@@ -301,12 +301,12 @@ def off_diagonal_spectrum(o: Blocks, *, dense_max_n: int = 1024, backend: str = 
     ±σ(B) (:func:`bipartite_gram`) and N zeros per unpaired layer, σ² the eigenvalues of BᵀB, a band half as
     long, a quarter of the band solver's n²·kd work (``benchmarks/hessian_spectrum.py``). A σ's absolute error
     is ε‖B‖²/σ there against ε‖B‖ in O's own solve, which only the smallest σ feel."""
-    if o.n <= dense_max_n or backend != "banded" or o.H == 1:
-        return full_spectrum(o, dense_max_n=dense_max_n, backend=backend, device=device)
     if bool(o.diag.any()):
         raise ValueError("off_diagonal_spectrum: the diagonal blocks must be zero")
+    if o.n <= dense_max_n or backend != "banded" or o.H == 1:
+        return full_spectrum(o, dense_max_n=dense_max_n, backend=backend, device=device)
     gram = bipartite_gram(o)
-    sigma = np.sqrt(np.clip(band_eigenvalues(to_banded(narrowed(gram), o.N)), 0.0, None))
+    sigma = np.sqrt(np.clip(full_spectrum(gram, dense_max_n=0)[0], 0.0, None))
     unpaired = np.zeros((o.H - 2 * gram.H) * o.N)
     return np.sort(np.concatenate([-sigma, unpaired, sigma])), "banded"
 

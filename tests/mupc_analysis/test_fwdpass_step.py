@@ -50,7 +50,7 @@ def test_the_in_place_step_is_the_stacked_step_bit_for_bit(variant, act, block_b
     batches = [(torch.randn(16, 20, generator=g), torch.nn.functional.one_hot(
         torch.randint(0, 5, (16,), generator=g), 5).float()) for _ in range(4)]
     for optims in (["sgd", "adam"], ["adam", "sgd"], ["sgd"], ["adam"]):
-        got = fwdpass.run_cell(spec, optims, batches, 1e-2, 7, "cpu")
+        got = fwdpass.run_cell(spec, optims, batches, 1e-2, fwdpass.initial_weights(spec, 7), "cpu")
         want = _reference_cell(spec, optims, batches, 1e-2, 7)
         assert torch.equal(got, want), (optims, (got - want).abs().max())
 

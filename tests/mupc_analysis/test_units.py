@@ -45,6 +45,7 @@ from pipeline.studies.mupc.analysis.figures import (
 )
 from pipeline.studies.mupc.analysis.layout import (
     FWD_METRICS,
+    fwd_draws,
     fwd_key,
     hessian_configs,
     hessian_key,
@@ -417,19 +418,38 @@ def test_the_subnormal_probe_times_a_cell_without_skips_against_the_rate_probes_
     reference()
 
 
-def test_fwd_pass_plan_counts_each_cells_init_once_by_the_variants_init():
-    """The plan's init work per (init, N, L): the cells of that init (acts × its variants), one draw each (the
-    stacked optimisers share a seed), an orthogonal one with its QRs; the cost module's variant table is the
-    unit's."""
-    assert {v: (init, skips) for v, (_, init, skips) in fwdpass.VARIANTS.items()} == analysis_cost.VARIANTS
+def test_fwd_pass_plan_counts_one_init_draw_per_init_gain_and_shape():
+    """The plan's init work per (init, N, L): one draw for every cell of that init and shape, two for the
+    orthogonal init (tanh's gain differs), each with its QRs."""
     cfg = _cfg(profile="paper")
-    fp = cfg.fwd_pass
     work = {w.label: w for w in analysis_cost.fwd_cost(cfg, "fwd_pass", "cpu").work}
-    orth = work["orthogonal init N=1024 L=512, 3 cells"]
+    orth = work["orthogonal init N=1024 L=512, 2 draws"]
     assert orth.probe == "fwd_init" and orth.shape["init"] == "orthogonal"
-    assert orth.flops == pytest.approx(len(fp.acts) * 511 * (1024**2 + 8 * 1024**3 / 3), rel=1e-12)
-    assert work["standard init N=128 L=16, 6 cells"].flops == 6 * 15 * 128**2
+    assert orth.flops == pytest.approx(2 * 511 * (1024**2 + 8 * 1024**3 / 3), rel=1e-12)
+    assert work["standard init N=128 L=16, 1 draw"].flops == 15 * 128**2
     assert work["BP N=128 L=16, 2 optimisers stacked"].shape["optims"] == ["sgd", "adam"]
+
+
+def test_fwd_pass_cells_that_share_a_draw_are_the_cells_that_draw_their_own():
+    """fwd_draws groups every (variant, act) cell once, by init, gain and shape; a cell run from its group's
+    one draw (left unchanged by the cells before it) gives the numbers of a cell drawing its own weights."""
+    fp = dataclasses.replace(_cfg().fwd_pass, widths=[6], depths=[4], checks=2, batch_size=8)
+    groups = fwd_draws(fp)
+    cells = [(v, a) for _, group in groups for v, a in group]
+    assert sorted(cells) == sorted((v, a) for v in fp.variants for a in fp.acts)
+    for (init, gain, N, L), group in groups:
+        assert {(fwdpass.net_spec(v, a, N, L).init, fwdpass.net_spec(v, a, N, L).orth_gain) for v, a in group} \
+            == {(init, gain)}
+    g = torch.Generator().manual_seed(0)
+    batches = [(torch.randn(8, 784, generator=g), torch.eye(10)[torch.randint(0, 10, (8,), generator=g)])
+               for _ in range(2)]
+    (_, _, N, L), group = next((k, c) for k, c in groups if len(c) > 1)
+    initial = fwdpass.initial_weights(fwdpass.net_spec(*group[0], N, L), fp.seed)
+    for variant, act in group:
+        spec = fwdpass.net_spec(variant, act, N, L)
+        shared = fwdpass.run_cell(spec, ["sgd", "adam"], batches, 0.1, initial, "cpu")
+        own = fwdpass.run_cell(spec, ["sgd", "adam"], batches, 0.1, fwdpass.initial_weights(spec, fp.seed), "cpu")
+        assert torch.equal(shared, own), (variant, act)
 
 
 # ----------------------------------------------------------------------------- synthetic fwd_pass / theory

@@ -5,8 +5,9 @@
   takes (dense up to ``dense_max_n``, else ``spectrum_backend`` on the device or the structured extremes); linear
   networks add the theory blocks, the block-diagonal spectra (H eigvalsh of N×N) and the off-diagonal
   part's spectrum or extremes. The counts are ``pipeline/studies/mupc/engine/cost.py``'s.
-* ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): its initial weights
-  (:func:`init_flops`: float64 draws, a QR per layer for ``orthogonal``), ``checks`` feed-forwards of a
+* ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): its initial weights, drawn
+  once for the cells that share them (:func:`.layout.fwd_draws`; :func:`init_flops`: float64 draws, a QR per
+  layer for ``orthogonal``), ``checks`` feed-forwards of a
   batch, ``checks − 1`` backward passes (2 feed-forwards each) with each run's update, and at each check
   the exact spectral norm (:func:`spectral_flops`) of 5 weights per run.
 * ``theory_grid`` / ``theory_width``: ``iters`` iterations per network: linear nets the exact
@@ -28,7 +29,7 @@ from typing import Any
 
 from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams, theory_device, theory_threads
-from pipeline.studies.mupc.analysis.layout import hessian_configs, is_slice, spectrum_routes
+from pipeline.studies.mupc.analysis.layout import FWD_VARIANTS, fwd_draws, hessian_configs, is_slice, spectrum_routes
 from pipeline.studies.mupc.engine.cost import blocks_flops, dense_flops, eig_flops, off_diagonal_flops
 
 # GD steps a tanh/relu equilibrium takes to tol 1e-8: the order of the median measured at initialisation on
@@ -49,10 +50,6 @@ LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}
 # cells ran up to 7x slower at L = 128–256; benchmarks/README.md)
 SUBNORMAL_FROM_DEPTH = 128
 D, D_Y, RECORDED = 784, 10, 5  # MNIST input, classes; weights whose norms fwd_pass records per check
-# fwd_pass's variants: their weight init and skips (fwdpass.VARIANTS, which imports torch; a test holds them equal)
-VARIANTS = {"sp_no_skips": ("standard", False), "sp_skips": ("standard", True),
-            "depth_mup_no_skips": ("standard_gauss", False), "depth_mup_skips": ("standard_gauss", True),
-            "orthogonal": ("orthogonal", False)}
 
 
 def ffwd_flops(N: int, H: int, B: int, D: int = D, d_y: int = D_Y) -> float:
@@ -127,16 +124,15 @@ def on_subnormals(variant: str, L: int, device: str) -> bool:
     """Whether a forward-pass cell computes on float32 subnormals as far as the plan counts: on a CPU, a net
     without skips at least :data:`SUBNORMAL_FROM_DEPTH` deep (its slowdown then measured by the probe
     ``fwd_subnormals``; on a GPU subnormals cost nothing extra)."""
-    return device.startswith("cpu") and not VARIANTS[variant][1] and L >= SUBNORMAL_FROM_DEPTH
+    return device.startswith("cpu") and not FWD_VARIANTS[variant][2] and L >= SUBNORMAL_FROM_DEPTH
 
 
 def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
     fp = cfg.fwd_pass
     R, B, n_cells = len(fp.optims), fp.batch_size, len(fp.acts) * len(fp.variants)
-    inits: dict[str, int] = {}  # cells per weight init: one draw of one seed per cell, its optimisers share it
-    for variant in fp.variants:
-        init = VARIANTS[variant][0]
-        inits[init] = inits.get(init, 0) + len(fp.acts)
+    draws: dict[tuple[str, int, int], int] = {}  # per init and shape: the draws its cells share (one per gain)
+    for (init, _, N, L), _ in fwd_draws(fp):
+        draws[init, N, L] = draws.get((init, N, L), 0) + 1
     work = []
     for N, L in itertools.product(fp.widths, fp.depths):
         f = ffwd_flops(N, L - 1, B)
@@ -150,9 +146,11 @@ def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
                       slowdown=("fwd_subnormals", {"variant": v, "act": a, "L": L, "optims": list(fp.optims),
                                                    "threads": cfg.threads}))
                  for v, a in slowed]
-        for init, cells in inits.items():
-            work.append(Work(f"{init} init N={N} L={L}, {cells} cells", "fwd_init",
-                             {"init": init, "N": N, "L": L, "threads": cfg.threads}, cells * init_flops(init, N, L)))
+        for (init, n, ell), count in draws.items():
+            if (n, ell) == (N, L):
+                work.append(Work(f"{init} init N={N} L={L}, {count} draw{'s' * (count > 1)}", "fwd_init",
+                                 {"init": init, "N": N, "L": L, "threads": cfg.threads},
+                                 count * init_flops(init, N, L)))
     for N in fp.widths:
         per_check = spectral_flops(N, D) + (RECORDED - 2) * spectral_flops(N, N) + spectral_flops(D_Y, N)
         work.append(Work(f"spectral norms N={N}", "spectral_norms", {"N": N, "threads": cfg.threads},

@@ -12,16 +12,9 @@ from __future__ import annotations
 
 import torch
 
+from pipeline.studies.mupc.analysis.layout import FWD_VARIANTS, fwd_gain
 from pipeline.studies.mupc.engine.energy import Adam
 from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights
-
-VARIANTS = {  # name -> (param, init, skips)
-    "sp_no_skips": ("sp", "standard", False),
-    "sp_skips": ("sp", "standard", True),
-    "depth_mup_no_skips": ("depth_mup", "standard_gauss", False),
-    "depth_mup_skips": ("depth_mup", "standard_gauss", True),
-    "orthogonal": ("orthogonal", "orthogonal", False),
-}
 
 
 def layer_indices(L: int) -> list[int]:
@@ -30,9 +23,15 @@ def layer_indices(L: int) -> list[int]:
 
 
 def net_spec(variant: str, act: str, N: int, L: int, D: int = 784, d_y: int = 10) -> NetSpec:
-    param, init, skips = VARIANTS[variant]
-    gain = 1.05 if (init == "orthogonal" and act == "tanh") else 1.0
-    return NetSpec(D=D, N=N, H=L - 1, d_y=d_y, act=act, skips=skips, param=param, init=init, orth_gain=gain)
+    param, init, skips = FWD_VARIANTS[variant]
+    return NetSpec(D=D, N=N, H=L - 1, d_y=d_y, act=act, skips=skips, param=param, init=init,
+                   orth_gain=fwd_gain(init, act))
+
+
+def initial_weights(spec: NetSpec, seed: int) -> Weights:
+    """One run's initial weights (float32, on the CPU), which every cell of the same init, gain and shape
+    starts from (:func:`.layout.fwd_draws`)."""
+    return init_weights(spec, [seed], dtype=torch.float32)
 
 
 def spectral_norm(w: torch.Tensor) -> torch.Tensor:
@@ -87,10 +86,12 @@ def update(params: list[torch.Tensor], y: torch.Tensor, y_hat: torch.Tensor, opt
 
 
 def run_cell(spec: NetSpec, optims: list[str], batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float,
-             seed: int, device: str) -> torch.Tensor:
-    """Train one (variant, act, N, L) cell with every optimiser stacked: returns [4, R, 5, checks]."""
-    w, params, adam = trainable(init_weights(spec, [seed] * len(optims), dtype=torch.float32, device=device),
-                                optims, lr)
+             initial: Weights, device: str) -> torch.Tensor:
+    """Train one (variant, act, N, L) cell from ``initial`` (:func:`initial_weights`, left as it is), every
+    optimiser stacked on a copy of it: returns [4, R, 5, checks]."""
+    R = len(optims)
+    stacked = Weights(*(t.repeat(R, *[1] * (t.dim() - 1)).to(device) for t in initial.tensors()))  # copies
+    w, params, adam = trainable(stacked, optims, lr)
     idx = layer_indices(spec.L)
     rows = []
     for t, (x, y) in enumerate(batches):

@@ -10,7 +10,7 @@ import itertools
 import math
 from typing import Any
 
-from pipeline.studies.mupc.analysis.config import HessianParams
+from pipeline.studies.mupc.analysis.config import FwdPassParams, HessianParams
 from pipeline.studies.mupc.engine.runs import fmt_num
 
 # fwd_pass.npz holds one ``<metric>_per_N_L`` array per metric, shape [5 layers, checks, widths, depths]
@@ -44,6 +44,37 @@ def cell_dir(c: dict[str, Any], N: int, H: int) -> str:
 
 def fwd_key(act: str, optim: str, variant: str) -> str:
     return f"{act}/{optim}/{variant}"
+
+
+# fwd_pass's variants: name -> (param, weight init, skips)
+FWD_VARIANTS = {
+    "sp_no_skips": ("sp", "standard", False),
+    "sp_skips": ("sp", "standard", True),
+    "depth_mup_no_skips": ("depth_mup", "standard_gauss", False),
+    "depth_mup_skips": ("depth_mup", "standard_gauss", True),
+    "orthogonal": ("orthogonal", "orthogonal", False),
+}
+
+
+def fwd_gain(init: str, act: str) -> float:
+    """The orthogonal init's gain: 1.05 for tanh (the reference's), 1 otherwise."""
+    return 1.05 if (init == "orthogonal" and act == "tanh") else 1.0
+
+
+def fwd_draws(fp: FwdPassParams) -> list[tuple[tuple[str, float, int, int], list[tuple[str, str]]]]:
+    """fwd_pass's cells grouped by the initial weights they share, in the order the unit computes them:
+    ``((init, gain, N, L), [(variant, act), …])``. Every cell draws the unit's one seed, so the cells of one
+    init, gain and shape start from the same weights, drawn once (the two SP variants' six cells share one
+    draw; it took a third of the unit's time at N = 1,024 when every cell drew its own)."""
+    out = []
+    for N, L in itertools.product(fp.widths, fp.depths):
+        groups: dict[tuple[str, float, int, int], list[tuple[str, str]]] = {}
+        for variant in fp.variants:
+            init = FWD_VARIANTS[variant][1]
+            for act in fp.acts:
+                groups.setdefault((init, fwd_gain(init, act), N, L), []).append((variant, act))
+        out += list(groups.items())
+    return out
 
 
 def theory_key(act: str, param: str, N: int, H: int) -> str:

@@ -12,13 +12,13 @@ from pipeline.device import cpu_threads
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
 from pipeline.studies.mupc.analysis.cost import (
     D_Y,
-    VARIANTS,
     D,
     ffwd_flops,
     init_flops,
     spectral_flops,
     theory_flops,
 )
+from pipeline.studies.mupc.analysis.layout import FWD_VARIANTS
 from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
 from pipeline.studies.mupc.engine import hessian as hz
 from pipeline.studies.mupc.engine.cost import blocks_flops, eig_flops
@@ -107,13 +107,14 @@ def fwd_subnormals(*, variant: str, act: str, L: int, optims: list[str], threads
 
 
 def fwd_init(*, init: str, N: int, L: int, threads: int, device: str, budget: float) -> Step:
-    """A forward-pass cell's initial weights (``init_weights``, one seed for its stacked optimisers): float64
-    draws, and for ``orthogonal`` a QR per layer (minutes at N = 1,024, L = 512 on this CPU). At least 8 layers:
-    one hidden layer's QR ran at 53 ms a layer where 8 and more ran at 77 ms (N = 1,024, two threads)."""
+    """One draw of a forward-pass cell's initial weights (``fwdpass.initial_weights``, which the cells of one
+    init, gain and shape share): float64 draws, and for ``orthogonal`` a QR per layer (minutes at N = 1,024,
+    L = 512 on this CPU). At least 8 layers: one hidden layer's QR ran at 53 ms a layer where 8 and more ran at
+    77 ms (N = 1,024, two threads)."""
     _threads(threads, device)
     L = _layers(lambda ell: init_flops(init, N, ell), L, budget, least=8)
-    spec = fwdpass.net_spec(next(v for v, (i, _) in VARIANTS.items() if i == init), "tanh", N, L)
-    return (lambda: init_weights(spec, [0, 0], device=device)), init_flops(init, N, L)
+    spec = fwdpass.net_spec(next(v for v, (_, i, _) in FWD_VARIANTS.items() if i == init), "tanh", N, L)
+    return (lambda: fwdpass.initial_weights(spec, 0)), init_flops(init, N, L)
 
 
 def spectral_norms(*, N: int, threads: int, device: str, budget: float) -> Step:

@@ -30,6 +30,7 @@ from pipeline.studies.mupc.analysis.config import (
 from pipeline.studies.mupc.analysis.layout import (
     FWD_METRICS,
     cell_dir,
+    fwd_draws,
     fwd_key,
     hessian_configs,
     hessian_key,
@@ -258,15 +259,17 @@ def train_fwd(ctx: Context, unit: str) -> Output:
     res = {(a, o, v): {m: np.full(shape, np.nan) for m in FWD_METRICS}
            for a in fp.acts for o in fp.optims for v in fp.variants}
     t0 = time.perf_counter()
-    for act in fp.acts:
-        for variant in fp.variants:
-            for i, N in enumerate(fp.widths):
-                for j, L in enumerate(fp.depths):
-                    spec = fwdpass.net_spec(variant, act, N, L)
-                    out = fwdpass.run_cell(spec, list(fp.optims), batches, fp.lr, fp.seed, ctx.device).numpy()
-                    for r, optim in enumerate(fp.optims):
-                        for k, metric in enumerate(FWD_METRICS):
-                            res[(act, optim, variant)][metric][:, :, i, j] = out[k, r]
+    for (_, _, N, L), cells in fwd_draws(fp):
+        i, j = fp.widths.index(N), fp.depths.index(L)
+        initial = None  # the cells' shared initial weights, drawn for the first
+        for variant, act in cells:
+            spec = fwdpass.net_spec(variant, act, N, L)
+            if initial is None:
+                initial = fwdpass.initial_weights(spec, fp.seed)
+            out = fwdpass.run_cell(spec, list(fp.optims), batches, fp.lr, initial, ctx.device).numpy()
+            for r, optim in enumerate(fp.optims):
+                for k, metric in enumerate(FWD_METRICS):
+                    res[(act, optim, variant)][metric][:, :, i, j] = out[k, r]
     arrays, runs = {}, []
     for (act, optim, variant), arrs in res.items():
         key = fwd_key(act, optim, variant)

@@ -397,10 +397,10 @@ def test_a_change_to_a_studys_code_keys_its_probes_anew(tmp_path, monkeypatch):
 
 def test_a_forward_pass_cells_memory_is_its_weights_gradients_moments_and_saved_activities():
     # N = 2, L = 3 (one hidden-to-hidden matrix), SGD and Adam stacked, batch 1: a run's weights are 2·2 + 784·2 +
-    # 10·2 = 1,592 floats; two runs' weights and gradients and one run's two moments, 6 × 1,592; three [R, B, N]
-    # tensors a layer over L − 1 = 2 layers, 3·2·1·2·2 = 24; float32
-    assert fwd_cell_bytes(2, 3, ["sgd", "adam"], 1) == 4 * (6 * 1592 + 24)
-    assert fwd_cell_bytes(2, 3, ["sgd", "sgd"], 1) == 4 * (4 * 1592 + 24)  # no Adam, no moments
+    # 10·2 = 1,592 floats; the shared draw, two runs' weights and gradients and one run's two moments, 7 × 1,592;
+    # three [R, B, N] tensors a layer over L − 1 = 2 layers, 3·2·1·2·2 = 24; float32
+    assert fwd_cell_bytes(2, 3, ["sgd", "adam"], 1) == 4 * (7 * 1592 + 24)  # with the group's shared draw
+    assert fwd_cell_bytes(2, 3, ["sgd", "sgd"], 1) == 4 * (5 * 1592 + 24)  # no Adam, no moments
 
 
 def test_a_unit_that_would_hold_more_memory_than_its_device_stops_before_compute(monkeypatch):

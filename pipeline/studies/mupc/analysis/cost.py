@@ -63,13 +63,14 @@ def init_flops(init: str, N: int, L: int) -> float:
 
 
 def fwd_cell_bytes(N: int, L: int, optims: list[str], B: int) -> float:
-    """The memory a forward-pass cell holds at once, float32: its stacked weights, one gradient per weight, Adam's
-    two moments for its Adam runs, and what the backward pass keeps (about three [R, B, N] tensors a layer).
-    N = 1,024, L = 512, SGD and Adam: 12.7 GiB counted, the cell's process peaked at 14.6 GiB (its own ≈ 0.6 GiB,
-    MNIST and the allocator's slack beside it; benchmarks/README.md)."""
+    """The memory a forward-pass cell holds at once, float32: the initial weights its group shares
+    (:func:`.layout.fwd_draws`), its stacked weights, one gradient per weight, Adam's two moments for its Adam runs,
+    and what the backward pass keeps (about three [R, B, N] tensors a layer). N = 1,024, L = 512, SGD and Adam:
+    12.7 GiB counted before the shared draw (14.7 GiB with it), the cell's process peaked at 14.6 GiB then (its own
+    ≈ 0.6 GiB, MNIST and the allocator's slack beside it; benchmarks/README.md)."""
     R, adam = len(optims), sum(o == "adam" for o in optims)
     per_run = (L - 2) * N * N + N * D + D_Y * N
-    return 4 * ((2 * R + 2 * adam) * per_run + 3 * R * B * (L - 1) * N)
+    return 4 * ((1 + 2 * R + 2 * adam) * per_run + 3 * R * B * (L - 1) * N)
 
 
 def spectral_flops(m: int, n: int) -> float:

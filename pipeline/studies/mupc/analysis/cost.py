@@ -7,9 +7,9 @@
   part's spectrum or extremes. The counts are ``pipeline/studies/mupc/engine/cost.py``'s.
 * ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): its initial weights, drawn
   once for the cells that share them (:func:`.layout.fwd_draws`; :func:`init_flops`: float64 draws, a QR per
-  layer for ``orthogonal``), ``checks`` feed-forwards of a
-  batch, ``checks − 1`` backward passes (2 feed-forwards each) with each run's update, and at each check
-  the exact spectral norm (:func:`spectral_flops`) of 5 weights per run.
+  layer for ``orthogonal``), ``checks`` feed-forwards of a batch, ``checks − 1`` backward passes (2 feed-forwards
+  each) with each run's update, and at each check the exact spectral norm (:func:`spectral_flops`) of 5 weights
+  per run.
 * ``theory_grid`` / ``theory_width``: ``iters`` iterations per network: linear nets the exact
   equilibrium (theory blocks 2HN³, block Cholesky 10HN³/3, solves 6HN²B), tanh/relu the numerical one —
   by Newton (``eq_solver: newton``) :data:`NEWTON_STEPS` steps of :func:`newton_step_flops`, by gradient
@@ -131,9 +131,10 @@ def on_subnormals(variant: str, L: int, device: str) -> bool:
 def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
     fp = cfg.fwd_pass
     R, B, n_cells = len(fp.optims), fp.batch_size, len(fp.acts) * len(fp.variants)
-    draws: dict[tuple[str, int, int], int] = {}  # per init and shape: the draws its cells share (one per gain)
+    draws: dict[tuple[int, int], dict[str, int]] = {}  # per shape and init: the draws its cells share (one a gain)
     for (init, _, N, L), _ in fwd_draws(fp):
-        draws[init, N, L] = draws.get((init, N, L), 0) + 1
+        per_init = draws.setdefault((N, L), {})
+        per_init[init] = per_init.get(init, 0) + 1
     work = []
     for N, L in itertools.product(fp.widths, fp.depths):
         f = ffwd_flops(N, L - 1, B)
@@ -147,11 +148,9 @@ def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
                       slowdown=("fwd_subnormals", {"variant": v, "act": a, "L": L, "optims": list(fp.optims),
                                                    "threads": cfg.threads}))
                  for v, a in slowed]
-        for (init, n, ell), count in draws.items():
-            if (n, ell) == (N, L):
-                work.append(Work(f"{init} init N={N} L={L}, {count} draw{'s' * (count > 1)}", "fwd_init",
-                                 {"init": init, "N": N, "L": L, "threads": cfg.threads},
-                                 count * init_flops(init, N, L)))
+        for init, count in draws[N, L].items():
+            work.append(Work(f"{init} init N={N} L={L}, {count} draw{'s' * (count > 1)}", "fwd_init",
+                             {"init": init, "N": N, "L": L, "threads": cfg.threads}, count * init_flops(init, N, L)))
     for N in fp.widths:
         per_check = spectral_flops(N, D) + (RECORDED - 2) * spectral_flops(N, N) + spectral_flops(D_Y, N)
         work.append(Work(f"spectral norms N={N}", "spectral_norms", {"N": N, "threads": cfg.threads},

@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pipeline.config import load_section, read_tree
+from pipeline import registry
+from pipeline.config import load_params
 from pipeline.studies.mupc.analysis import fwdpass
-from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
 from pipeline.studies.mupc.analysis.layout import fwd_draws
 from pipeline.studies.mupc.analysis.train import mnist_batches
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    paper = load_section(MupcAnalysisParams, read_tree(), "mupc_analysis", "paper")
+    paper = registry.config(registry.load("mupc_analysis"), load_params(), "paper")
     fp = dataclasses.replace(paper.fwd_pass, widths=[args.width], depths=[args.depth])
     batches = mnist_batches(fp.checks, fp.batch_size, fp.seed, fp.train_images, "cpu", torch.float32)
     optims = list(fp.optims)

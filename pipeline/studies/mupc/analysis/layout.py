@@ -65,7 +65,7 @@ def fwd_draws(fp: FwdPassParams) -> list[tuple[tuple[str, float, int, int], list
     """fwd_pass's cells grouped by the initial weights they share, in the order the unit computes them:
     ``((init, gain, N, L), [(variant, act), …])``. Every cell draws the unit's one seed, so the cells of one
     init, gain and shape start from the same weights, drawn once (the two SP variants' six cells share one
-    draw; it took a third of the unit's time at N = 1,024 when every cell drew its own)."""
+    draw; the draws were a third of the unit's planned work at N = 1,024 when every cell drew its own)."""
     out = []
     for N, L in itertools.product(fp.widths, fp.depths):
         groups: dict[tuple[str, float, int, int], list[tuple[str, str]]] = {}

@@ -108,9 +108,10 @@ class RepoCopy:
     def run_record(self, stage: str, output: str | None = None, *, part: str | None = None) -> dict:
         """The run record (:mod:`pipeline.tracking.records`) of the execution that wrote ``output`` (a unit's
         ``meta.json`` or a render's sidecar, relative to the copy), or of a resumable unit's ``part``."""
-        data = json.loads((self.path / ".trainscape" / "runs" / f"{stage}.json").read_text())
+        runs = self.path / ".trainscape" / "runs"
         if part is not None:
-            return data["parts"][part]
+            return json.loads((runs / f"{stage}.parts" / f"{part}.json").read_text())
+        data = json.loads((runs / f"{stage}.json").read_text())
         return data["runs"][fingerprint(json.loads((self.path / str(output)).read_text()))]
 
     def params(self) -> dict:

@@ -76,3 +76,19 @@ def test_the_gallery_links_the_tables():
                                            "columns": ["run", "status"]}]}
     page = gallery_html(manifest)
     assert "href='../artifacts/s/extract/summary/runs.csv'" in page and "<td>3</td>" in page
+
+
+def test_a_part_is_recorded_in_a_file_of_its_own_and_found_by_its_fingerprint():
+    """A resumable unit's part records cost the same at its last part as at its first: recording one writes
+    that part's file only (the stage's record, rewritten whole for each part, grew with every part)."""
+    stage = "s_train@u"
+    parts = {f"tanh/N{n}": {"stage": stage, "N": n} for n in (2, 4, 8)}
+    for i, (name, meta) in enumerate(parts.items()):
+        run_records.record(stage, meta, {"run_key": "k" * 32, "children": {f"cell{i}": f"{i}" * 32}}, part=name)
+    assert not run_records.record_path(stage).exists()
+    written = sorted(p.relative_to(run_records.runs_dir()).as_posix() for p in run_records.runs_dir().rglob("*.json"))
+    assert written == [f"{stage}.parts/tanh/N{n}.json" for n in (2, 4, 8)]
+    assert run_records.part_record(stage, "tanh/N4")["fingerprint"] == run_records.fingerprint(parts["tanh/N4"])
+    changed = {**parts, "tanh/N8": {"stage": stage, "N": 16}}  # a part whose bytes this workspace did not record
+    assert run_records.part_children(stage, changed) == {"cell0": "0" * 32, "cell1": "1" * 32}
+    assert run_records.part_record(stage, "tanh/N16") is None

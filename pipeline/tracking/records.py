@@ -7,6 +7,8 @@ everything downstream cached. The link from an output to the runs that made it l
 ``DVC_ROOT`` for queued experiments; ignored by git and DVC). It maps the fingerprint of the
 output's record (``meta.json`` of a train/extract unit, the figures sidecar of a render unit) to the
 run key of the execution that wrote it, its child runs and what that execution did (:attr:`Output.execution`).
+Each part of a resumable unit has a record of its own, ``runs/<stage>.parts/<part>.json``, written as the part
+is: one file a part keeps the cost of a part's record the same at its 4,410th part as at its first.
 Keyed by fingerprint, a record never links an output to a run that did not make those bytes: after
 ``dvc pull`` of results built elsewhere (or ``dvc checkout`` of older ones) there is no matching record,
 and the gallery says "run not recorded here".
@@ -37,6 +39,11 @@ def record_path(stage: str) -> Path:
     return runs_dir() / f"{stage}.json"
 
 
+def part_path(stage: str, part: str) -> Path:
+    """The record of one part of a resumable unit (``part`` may name nested folders, as its output does)."""
+    return runs_dir() / f"{stage}.parts" / f"{part}.json"
+
+
 def entry(tracker: Tracker, children: Mapping[str, str], execution: Mapping[str, Any]) -> dict[str, Any]:
     """What a record links an output to: the stage's run key, its experiment, its child runs and what this
     execution did."""
@@ -62,17 +69,26 @@ def _load(stage: str) -> dict[str, Any]:
 
 def record(stage: str, output: Mapping[str, Any], run: Mapping[str, Any], *, part: str | None = None) -> None:
     """Link ``output`` (the record just written) to ``run`` (``run_key``, experiment, ``children``:
-    child name → run key, execution). ``part``: a part of a resumable unit, kept under ``parts`` by name."""
-    data = _load(stage)
+    child name → run key, execution). ``part``: a part of a resumable unit, recorded in a file of its own."""
     entry = {**run, "recorded": int(time.time() * 1000)}
     if part is not None:
-        data.setdefault("parts", {})[part] = {"fingerprint": fingerprint(output), **entry}
-    else:
-        runs = data.get("runs", {})
-        runs.pop(fingerprint(output), None)
-        runs[fingerprint(output)] = entry  # latest last
-        data["runs"] = dict(list(runs.items())[-KEEP:])
+        write_json(part_path(stage, part), {"fingerprint": fingerprint(output), **entry})
+        return
+    data = _load(stage)
+    runs = data.get("runs", {})
+    runs.pop(fingerprint(output), None)
+    runs[fingerprint(output)] = entry  # latest last
+    data["runs"] = dict(list(runs.items())[-KEEP:])
     write_json(record_path(stage), {"stage": stage, **data})
+
+
+def part_record(stage: str, part: str) -> dict[str, Any] | None:
+    """The record of one part of a resumable unit, None where this workspace has none."""
+    path = part_path(stage, part)
+    try:
+        return read_json(path) if path.exists() else None
+    except (OSError, ValueError):
+        return None
 
 
 def lookup(stage: str, output: Mapping[str, Any] | None = None, *, fp: str | None = None) -> dict[str, Any] | None:
@@ -85,10 +101,9 @@ def lookup(stage: str, output: Mapping[str, Any] | None = None, *, fp: str | Non
 def part_children(stage: str, parts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """The child runs of the parts of a resumable unit (``parts``: name → its ``meta.json``) that this
     workspace recorded, this execution's and earlier ones'."""
-    recorded = _load(stage).get("parts", {})
     out: dict[str, str] = {}
     for name, meta in sorted(parts.items()):
-        rec = recorded.get(name)
+        rec = part_record(stage, name)
         if rec and rec.get("fingerprint") == fingerprint(meta):
             out.update(rec.get("children", {}))
     return out

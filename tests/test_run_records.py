@@ -84,7 +84,7 @@ def test_a_part_is_recorded_in_a_file_of_its_own_and_found_by_its_fingerprint():
     stage = "s_train@u"
     parts = {f"tanh/N{n}": {"stage": stage, "N": n} for n in (2, 4, 8)}
     for i, (name, meta) in enumerate(parts.items()):
-        run_records.record(stage, meta, {"run_key": "k" * 32, "children": {f"cell{i}": f"{i}" * 32}}, part=name)
+        run_records.record_part(stage, name, meta, {"run_key": "k" * 32, "children": {f"cell{i}": f"{i}" * 32}})
     assert not run_records.record_path(stage).exists()
     written = sorted(p.relative_to(run_records.runs_dir()).as_posix() for p in run_records.runs_dir().rglob("*.json"))
     assert written == [f"{stage}.parts/tanh/N{n}.json" for n in (2, 4, 8)]

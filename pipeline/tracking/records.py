@@ -67,19 +67,21 @@ def _load(stage: str) -> dict[str, Any]:
         return {}
 
 
-def record(stage: str, output: Mapping[str, Any], run: Mapping[str, Any], *, part: str | None = None) -> None:
+def record(stage: str, output: Mapping[str, Any], run: Mapping[str, Any]) -> None:
     """Link ``output`` (the record just written) to ``run`` (``run_key``, experiment, ``children``:
-    child name → run key, execution). ``part``: a part of a resumable unit, recorded in a file of its own."""
-    entry = {**run, "recorded": int(time.time() * 1000)}
-    if part is not None:
-        write_json(part_path(stage, part), {"fingerprint": fingerprint(output), **entry})
-        return
+    child name → run key, execution)."""
     data = _load(stage)
     runs = data.get("runs", {})
     runs.pop(fingerprint(output), None)
-    runs[fingerprint(output)] = entry  # latest last
+    runs[fingerprint(output)] = {**run, "recorded": int(time.time() * 1000)}  # latest last
     data["runs"] = dict(list(runs.items())[-KEEP:])
     write_json(record_path(stage), {"stage": stage, **data})
+
+
+def record_part(stage: str, part: str, output: Mapping[str, Any], run: Mapping[str, Any]) -> None:
+    """Link part ``part`` of a resumable unit (``output``: its record just written) to ``run``, in the part's
+    own file."""
+    write_json(part_path(stage, part), {"fingerprint": fingerprint(output), **run, "recorded": int(time.time() * 1000)})
 
 
 def part_record(stage: str, part: str) -> dict[str, Any] | None:

@@ -123,7 +123,7 @@ def write_part(folder: Path, stage: str, part: Output, tracker: Tracker,
         write_files(tmp, part)
         children = log_runs(tracker, part.runs, tmp)
         write_json(tmp / "meta.json", {**provenance, **part.meta})
-    run_records.record(stage, read_json(out / "meta.json"), run_records.entry(tracker, children, part.execution),
-                       part=str(part.part))
+    run_records.record_part(stage, str(part.part), read_json(out / "meta.json"),
+                            run_records.entry(tracker, children, part.execution))
     tracker.checkpoint()  # the part's runs are journaled with it: a killed stage's parts still reach MLflow
     return children

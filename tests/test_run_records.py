@@ -7,7 +7,7 @@ import pytest
 
 from pipeline.contract import Output, Run
 from pipeline.gallery import build_manifest, gallery_html, link_runs
-from pipeline.io import read_json
+from pipeline.io import read_json, write_json
 from pipeline.tracking import Tracker, pending
 from pipeline.tracking import records as run_records
 from pipeline.writer import write_unit
@@ -92,3 +92,13 @@ def test_a_part_is_recorded_in_a_file_of_its_own_and_found_by_its_fingerprint():
     changed = {**parts, "tanh/N8": {"stage": stage, "N": 16}}  # a part whose bytes this workspace did not record
     assert run_records.part_children(stage, changed) == {"cell0": "0" * 32, "cell1": "1" * 32}
     assert run_records.part_record(stage, "tanh/N16") is None
+
+
+def test_parts_recorded_in_the_stage_record_before_they_had_files_still_link_their_runs():
+    """A unit resumed across the change keeps the child runs of the parts it kept."""
+    stage = "s_train@u"
+    old, new = {"stage": stage, "N": 2}, {"stage": stage, "N": 4}
+    write_json(run_records.record_path(stage), {"stage": stage, "parts": {
+        "N2": {"fingerprint": run_records.fingerprint(old), "run_key": "k" * 32, "children": {"a": "1" * 32}}}})
+    run_records.record_part(stage, "N4", new, {"run_key": "q" * 32, "children": {"b": "2" * 32}})
+    assert run_records.part_children(stage, {"N2": old, "N4": new}) == {"a": "1" * 32, "b": "2" * 32}

@@ -102,10 +102,12 @@ def lookup(stage: str, output: Mapping[str, Any] | None = None, *, fp: str | Non
 
 def part_children(stage: str, parts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """The child runs of the parts of a resumable unit (``parts``: name → its ``meta.json``) that this
-    workspace recorded, this execution's and earlier ones'."""
+    workspace recorded, this execution's and earlier ones' (those recorded before a part had a file of its own
+    are under the stage's record's ``parts``)."""
+    earlier = _load(stage).get("parts", {})
     out: dict[str, str] = {}
     for name, meta in sorted(parts.items()):
-        rec = part_record(stage, name)
+        rec = part_record(stage, name) or earlier.get(name)
         if rec and rec.get("fingerprint") == fingerprint(meta):
             out.update(rec.get("children", {}))
     return out

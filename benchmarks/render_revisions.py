@@ -1,13 +1,14 @@
 """A study's render stages at two revisions, side by side, in one built workspace, on one core.
 
-    .venv/bin/python benchmarks/render_revisions.py WORKSPACE --study mupc_analysis --before e183a4c^ \
+    .venv/bin/python benchmarks/render_revisions.py [WORKSPACE] [--study mupc_analysis] [--before HEAD~1] \
         [--after HEAD] [--units F1 F2 ...] [--repeats 2]
 
-WORKSPACE is a built checkout (after ``make repro``). Each side runs ``python -m stages.render <study> <unit>``
-from a git worktree of its revision, in a root of its own (``TRAINSCAPE_ROOT``: its revision's params, the
-workspace's trained units linked in, its own reports folder), tracking off, pinned with ``taskset -c 1``
-(kaleido's Chromium inherits the pin). Rounds alternate the sides; best of ``--repeats`` process walls (median
-in brackets).
+WORKSPACE (default: this checkout) is a built checkout (after ``make repro``); where the study's train units are
+not built there, the script says so and measures nothing (``make bench`` runs it without arguments). Each side
+runs ``python -m stages.render <study> <unit>`` from a git worktree of its revision, in a root of its own
+(``TRAINSCAPE_ROOT``: its revision's params, the workspace's trained units linked in, its own reports folder),
+tracking off, pinned with ``taskset -c 1`` (kaleido's Chromium inherits the pin). Rounds alternate the sides;
+best of ``--repeats`` process walls (median in brackets).
 """
 
 from __future__ import annotations
@@ -53,13 +54,17 @@ def render(code: Path, root: Path, study: str, unit: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("workspace", type=Path)
-    ap.add_argument("--study", required=True)
+    ap.add_argument("workspace", type=Path, nargs="?", default=ROOT)
+    ap.add_argument("--study", default="mupc_analysis")
     ap.add_argument("--units", nargs="+")
-    ap.add_argument("--before", required=True)
+    ap.add_argument("--before", default="HEAD~1")
     ap.add_argument("--after", default="HEAD")
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
+    if not (args.workspace / "artifacts" / args.study / "train").is_dir():
+        print(f"render_revisions: {args.workspace} has no built {args.study} train units (`make repro` builds them); "
+              "nothing measured")
+        return
     units = args.units or sorted(p.name for p in (args.workspace / "graph" / args.study / "render").iterdir())
     with tempfile.TemporaryDirectory() as tmp:
         sides = {side: worktree(rev, Path(tmp, side)) for side, rev in (("before", args.before), ("after", args.after))}

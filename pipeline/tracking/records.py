@@ -67,13 +67,18 @@ def _load(stage: str) -> dict[str, Any]:
         return {}
 
 
+def _stamped(run: Mapping[str, Any]) -> dict[str, Any]:
+    """``run`` with the time it was recorded (ms since the epoch)."""
+    return {**run, "recorded": int(time.time() * 1000)}
+
+
 def record(stage: str, output: Mapping[str, Any], run: Mapping[str, Any]) -> None:
     """Link ``output`` (the record just written) to ``run`` (``run_key``, experiment, ``children``:
     child name → run key, execution)."""
     data = _load(stage)
     runs = data.get("runs", {})
     runs.pop(fingerprint(output), None)
-    runs[fingerprint(output)] = {**run, "recorded": int(time.time() * 1000)}  # latest last
+    runs[fingerprint(output)] = _stamped(run)  # latest last
     data["runs"] = dict(list(runs.items())[-KEEP:])
     write_json(record_path(stage), {"stage": stage, **data})
 
@@ -81,7 +86,7 @@ def record(stage: str, output: Mapping[str, Any], run: Mapping[str, Any]) -> Non
 def record_part(stage: str, part: str, output: Mapping[str, Any], run: Mapping[str, Any]) -> None:
     """Link part ``part`` of a resumable unit (``output``: its record just written) to ``run``, in the part's
     own file."""
-    write_json(part_path(stage, part), {"fingerprint": fingerprint(output), **run, "recorded": int(time.time() * 1000)})
+    write_json(part_path(stage, part), {"fingerprint": fingerprint(output), **_stamped(run)})
 
 
 def part_record(stage: str, part: str) -> dict[str, Any] | None:

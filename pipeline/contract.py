@@ -69,7 +69,9 @@ class Stage:
     :class:`Output` parts that are written as they come (see :class:`Output.part`). ``probe`` is the module
     whose functions time one :class:`Work` step on this machine; it is imported only to calibrate (and by
     the stage, whose training code is loaded already), so it and the cost modules are code deps of the
-    stage's units.
+    stage's units. A render stage declares its units by the study's figure table (``figures``: the resolved
+    config -> render unit -> :class:`FigureEntry`), each unit reading its entry's keys after the stage's own
+    ``params`` and computed by its entry's function.
     """
 
     kind: Kind
@@ -79,19 +81,26 @@ class Stage:
     metrics: bool  # the stage writes reports/metrics/<stage>.json (Output.metrics)
     tables: tuple[str, ...]  # the .csv tables (Output.tables) each unit writes; listed in the manifest
     probe: str | None
+    figures: FigureTable | None  # a render stage's figure table
 
     def __init__(self, kind: Kind, entry: str, units: Callable[[Any], Sequence[str]] | None = None,
-                 params: Keys = ("*",), reads: Reads = lambda cfg, unit: (), datasets: Datasets = lambda cfg, unit: (),
-                 cost: str | None = None, precision: str | None = None, *, groups: Sequence[Units] = (),
-                 resumable: bool = False, metrics: bool = False, tables: tuple[str, ...] = (),
-                 probe: str | None = None) -> None:
-        if (units is None) == (not groups):
-            raise TypeError(f"Stage({kind!r}): declare its units inline (units=...) or in groups (groups=...), "
-                            "not both")
-        if units is not None:
-            groups = (Units(units, params, reads, datasets, cost=cost, precision=precision),)
+                 params: Keys | None = None, reads: Reads = lambda cfg, unit: (),
+                 datasets: Datasets = lambda cfg, unit: (), cost: str | None = None, precision: str | None = None, *,
+                 groups: Sequence[Units] = (), figures: FigureTable | None = None, resumable: bool = False,
+                 metrics: bool = False, tables: tuple[str, ...] = (), probe: str | None = None) -> None:
+        if sum((units is not None, bool(groups), figures is not None)) != 1:
+            raise TypeError(f"Stage({kind!r}): declare its units inline (units=...), in groups (groups=...) or, "
+                            "for a render stage, by its figure table (figures=...): one of them")
+        if (figures is not None) != (kind == "render"):
+            raise TypeError(f"Stage({kind!r}): a render stage, and only a render stage, is declared by its study's "
+                            "figure table (figures=...)")
+        if figures is not None:
+            groups = (figure_units(figures, () if params is None else params),)
+        elif units is not None:
+            groups = (Units(units, ("*",) if params is None else params, reads, datasets, cost=cost,
+                            precision=precision),)
         for name, value in (("kind", kind), ("entry", entry), ("groups", tuple(groups)), ("resumable", resumable),
-                            ("metrics", metrics), ("tables", tables), ("probe", probe)):
+                            ("metrics", metrics), ("tables", tables), ("probe", probe), ("figures", figures)):
             object.__setattr__(self, name, value)
 
     def units(self, cfg: Any) -> list[str]:
@@ -118,6 +127,8 @@ class Stage:
 
     def function(self, cfg: Any, unit: str) -> str:
         """The name of the entry module's function that computes ``unit``."""
+        if self.figures is not None:
+            return self.figures(cfg)[unit].function
         return self.of(cfg, unit).run or self.kind
 
     def cost(self, cfg: Any, unit: str) -> str | None:
@@ -251,14 +262,19 @@ class Run:
 
 @dataclass(frozen=True)
 class FigureEntry:
-    """One entry of a study's figure table (its ``FAMILIES``): what a render unit, and where the study has
-    them its extract unit, compute. Adding a figure is one entry plus the function that draws it.
+    """One entry of a study's figure table: a render unit, what it reads and the function that draws it. Every
+    study declares its render stage by such a table (``Stage("render", figures=...)``), so adding a figure is
+    one entry plus the function that draws it; where the study has them, its extract units read the same table.
 
-    ``draw`` names the function of the study's figures module that draws it; ``sources`` maps each role to
-    the train unit (or units) it reads, handed to that function (and to the metrics function) as keyword
-    arguments, with ``args``; ``keys`` are the params keys it reads (its params deps); ``metrics`` names the
-    function of the study's metrics module that computes its headline numbers (default: ``draw``'s name);
-    ``derived``: a study-level name for part of the headline and the metrics function that takes it out.
+    ``draw`` names the function of the render module that draws it, called as ``draw(ctx, unit)`` and
+    returning an :class:`Output`; ``sources`` maps each role to the train unit (or units) it reads, in the
+    order its DVC deps list them; ``keys`` are the params keys it reads besides the render stage's own
+    (``{unit}`` stands for the unit); ``extract``: it also reads the extract unit of its name (the numbers it
+    draws). ``run`` names the render module's function the stage calls instead, where ``draw`` takes the
+    study's own inputs (the μPC families: their ``render`` hands ``draw`` its sources and ``args``).
+    ``metrics`` names the function of the study's metrics module that computes its headline numbers (default:
+    ``draw``'s name); ``derived``: a study-level name for part of the headline and the metrics function that
+    takes it out.
     """
 
     draw: str
@@ -267,11 +283,18 @@ class FigureEntry:
     args: Mapping[str, Any] = field(default_factory=dict)
     metrics: str | None = None
     derived: tuple[str, str] | None = None
+    extract: bool = False
+    run: str | None = None
 
     @property
     def measure(self) -> str:
         """The metrics function that computes the family's headline numbers."""
         return self.metrics or self.draw
+
+    @property
+    def function(self) -> str:
+        """The render module's function the stage calls for this unit."""
+        return self.run or self.draw
 
     def reads(self) -> tuple[str, ...]:
         """The train units the family reads, in role order, each once."""
@@ -279,6 +302,22 @@ class FigureEntry:
         for src in self.sources.values():
             out += [src] if isinstance(src, str) else list(src)
         return tuple(dict.fromkeys(out))
+
+    def deps(self, unit: str) -> list[tuple[str, str]]:
+        """The units of the study the render unit ``unit`` reads: its train units, then its extract unit."""
+        return [*(("train", s) for s in self.reads()), *([("extract", unit)] if self.extract else [])]
+
+
+FigureTable = Callable[[Any], Mapping[str, FigureEntry]]  # the resolved config -> render unit -> its entry
+
+
+def figure_units(table: FigureTable, params: Keys = ()) -> Units:
+    """A render stage's units from its figure table: one per entry, reading the stage's ``params`` then the
+    entry's keys, and the units its entry names."""
+    def keys(cfg: Any, unit: str) -> list[str]:
+        return [*(params(cfg, unit) if callable(params) else params), *table(cfg)[unit].keys]
+
+    return Units(lambda cfg: list(table(cfg)), keys, lambda cfg, unit: table(cfg)[unit].deps(unit))
 
 
 @dataclass

@@ -20,8 +20,12 @@ FILES = {
     "__init__.py": '''
         """tiny: fit a line to noisy points, one train unit per slope, one figure of all fits."""
 
-        from pipeline.contract import Stage, Study
+        from pipeline.contract import FigureEntry, Stage, Study
         from pipeline.studies.tiny.config import TinyParams
+
+
+        def figure_table(cfg: TinyParams) -> dict[str, FigureEntry]:
+            return {"fits": FigureEntry("render", {"lines": tuple(cfg.slopes)}, ("slopes",))}
 
         STUDY = Study(
             name="tiny",
@@ -29,8 +33,7 @@ FILES = {
             stages=(
                 Stage("train", entry="pipeline.studies.tiny.train", units=lambda cfg: list(cfg.slopes),
                        params=("points", "seed", "slopes.{unit}")),
-                Stage("render", entry="pipeline.studies.tiny.figures", units=lambda cfg: ["fits"],
-                       params=("slopes",), reads=lambda cfg, unit: [("train", k) for k in cfg.slopes]),
+                Stage("render", entry="pipeline.studies.tiny.figures", figures=figure_table),
             ),
         )
         ''',

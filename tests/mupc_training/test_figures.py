@@ -24,7 +24,7 @@ from pipeline.studies.mupc.training import figures
 from pipeline.studies.mupc.training import notebook_stats as ag
 from pipeline.studies.mupc.training.config import TrainingParams
 from pipeline.studies.mupc.training.extract import extract, extract_family
-from pipeline.studies.mupc.training.families import FAMILIES
+from pipeline.studies.mupc.training.families import FAMILIES, family
 from pipeline.studies.mupc.training.figures import render, render_family
 from pipeline.studies.mupc.training.headlines import transfer
 from pipeline.studies.mupc.training.sweep_reader import RenderError, Sweeps, from_reader
@@ -383,7 +383,7 @@ def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeyp
     data dep and its render stage with S1 and its extract."""
     from pipeline import graph, registry
     from pipeline.config import load_params
-    from pipeline.contract import Figure, FigureEntry
+    from pipeline.contract import Figure
     from pipeline.studies.mupc.training import headlines
 
     def finals(env, sweep: str) -> tuple[list[float], list[float]]:
@@ -400,7 +400,7 @@ def test_a_new_figure_is_one_table_entry_plus_the_function_that_draws_it(monkeyp
         fig = go.Figure(go.Scatter(x=finals(env, sweep)[0], y=finals(env, sweep)[1], mode="lines+markers"))
         return [figures.finish(env, fig, "F99_final_acc", "final accuracy per activity lr", "none", [sweep], False)]
 
-    monkeypatch.setitem(FAMILIES, "F99", FigureEntry("final_acc_per_lr", {"sweep": "S1"}))
+    monkeypatch.setitem(FAMILIES, "F99", family("final_acc_per_lr", {"sweep": "S1"}))
     monkeypatch.setattr(figures, "final_acc_per_lr", draw_final_acc_per_lr, raising=False)
     monkeypatch.setattr(headlines, "final_acc_per_lr", final_acc_per_lr, raising=False)
 

@@ -8,7 +8,7 @@ render@<figure>     the seed's composite figure for one init (and, for the glyph
 render@seed_spread  epoch-1 test accuracy per init seed, Adam and Muon
 """
 
-from pipeline.contract import Stage, Study, Units
+from pipeline.contract import FigureEntry, Stage, Study, Units
 from pipeline.studies.imprint.config import SPREAD, ImprintParams
 
 SHARED_KEYS = ("glyph", "glyph_scale", "ns_compile", "lr", "momentum", "ns_steps", "batch_size", "test_batch_size",
@@ -22,6 +22,13 @@ def mnist(cfg: ImprintParams, unit: str) -> tuple[str, ...]:
 
 def spread_run(cfg: ImprintParams, unit: str) -> list[tuple[str, str]]:
     return [("train", SPREAD)]
+
+
+def figure_table(cfg: ImprintParams) -> dict[str, FigureEntry]:
+    """The render units: one composite per entry of ``figures`` (its Adam and Muon runs), then the seed spread."""
+    table = {unit: FigureEntry("render", {"adam": spec.adam, "muon": spec.muon}, ("figures.{unit}",))
+             for unit, spec in cfg.figures.items()}
+    return table | {unit: FigureEntry("render_spread", {"spread": unit}, ("spread",)) for unit in cfg.spread_units()}
 
 
 STUDY = Study(
@@ -41,10 +48,6 @@ STUDY = Study(
                   reads=lambda cfg, unit: [("train", r) for r in cfg.summary[unit].runs]),
             Units(lambda cfg: cfg.spread_units(), ("spread",), spread_run, run="extract_spread"),
         )),
-        Stage("render", entry="pipeline.studies.imprint.figures", groups=(
-            Units(lambda cfg: list(cfg.figures), ("figures.{unit}",),
-                  reads=lambda cfg, unit: [("train", cfg.figures[unit].adam), ("train", cfg.figures[unit].muon)]),
-            Units(lambda cfg: cfg.spread_units(), ("spread",), spread_run, run="render_spread"),
-        )),
+        Stage("render", entry="pipeline.studies.imprint.figures", figures=figure_table),
     ),
 )

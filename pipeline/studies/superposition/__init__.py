@@ -7,7 +7,7 @@ render@<variant>   feature geometry, W_U·W_E heat maps and the slider HTML of t
 render@summary     loss curves of every seed with the detected plateaus
 """
 
-from pipeline.contract import Stage, Study, Units
+from pipeline.contract import FigureEntry, Stage, Study, Units
 from pipeline.studies.superposition.config import SUMMARY, Superposition
 
 TRAIN_KEYS = ("f", "n", "lr", "lr_schedule", "lr_decay_total", "lr_decay_steps", "device", "dtype", "threads",
@@ -37,6 +37,15 @@ def summary_keys(cfg: Superposition, unit: str) -> list[str]:
     return ["plateau", "train.epochs", "lr", "lr_schedule", *(f"variants.{v}.tied" for v in cfg.variants)]
 
 
+def figure_table(cfg: Superposition) -> dict[str, FigureEntry]:
+    """The render units: each variant's geometry, heat maps and slider; the summary's loss curves of every
+    variant with the plateaus its extract detected."""
+    table = {v: FigureEntry("render", {"variant": v}, ("variants.{unit}", "render.figure_seeds", "render.panel_epochs",
+                                                        "render.html_frames", *STAND_IN)) for v in cfg.variants}
+    return table | {SUMMARY: FigureEntry("render_summary", {"variants": tuple(cfg.variants)},
+                                         ("render.zoom_epochs", *STAND_IN), extract=True)}
+
+
 STUDY = Study(
     name="superposition",
     title="Toy model of superposition (untied)",
@@ -50,11 +59,6 @@ STUDY = Study(
             Units(variants, ("variants.{unit}", "f", "n", "lr", "lr_schedule"), trained),  # its table names them
             Units(summary, summary_keys, every_variant, run="extract_summary"),
         )),
-        Stage("render", entry="pipeline.studies.superposition.figures", groups=(
-            Units(variants, ("variants.{unit}", "render.figure_seeds", "render.panel_epochs", "render.html_frames",
-                             *STAND_IN), trained),
-            Units(summary, ("render.zoom_epochs", *STAND_IN),
-                  lambda cfg, unit: [*every_variant(cfg, unit), ("extract", SUMMARY)], run="render_summary"),
-        )),
+        Stage("render", entry="pipeline.studies.superposition.figures", figures=figure_table),
     ),
 )

@@ -5,7 +5,7 @@ extract@summary    final ranks and accuracies of those runs -> reports/metrics/z
 render@<figure>    rank(W3 − I) against iterations for the figure's runs, with the input-dimension line
 """
 
-from pipeline.contract import Stage, Study
+from pipeline.contract import FigureEntry, Stage, Study
 from pipeline.studies.zero_init.config import ZeroInitParams
 
 # what a train unit reads besides its run, its setting's bias and its setting's budget
@@ -23,10 +23,12 @@ def extract_keys(cfg: ZeroInitParams, unit: str) -> list[str]:
     return ["input_dim_line", "rank_tol", "zero_scale", *(f"figures.{f}.runs" for f in cfg.figures)]
 
 
-def render_keys(cfg: ZeroInitParams, unit: str) -> list[str]:
-    runs = cfg.figures[unit].runs
-    return ["figures.{unit}", "style.titles.{unit}", "style.labels", "style.profile_note", "rank_tol", "lr",
-            "batch_size", "input_dim_line", *(f"runs.{k}" for k in runs)]
+def figure_table(cfg: ZeroInitParams) -> dict[str, FigureEntry]:
+    """The render units: one rank figure per entry of ``figures``, drawing its runs in legend order."""
+    return {unit: FigureEntry("render", {"runs": tuple(spec.runs)},
+                              ("figures.{unit}", "style.titles.{unit}", "style.labels", "style.profile_note",
+                               "rank_tol", "lr", "batch_size", "input_dim_line", *(f"runs.{k}" for k in spec.runs)))
+            for unit, spec in cfg.figures.items()}
 
 
 STUDY = Study(
@@ -41,7 +43,6 @@ STUDY = Study(
         Stage("extract", entry="pipeline.studies.zero_init.extract", units=lambda cfg: list(cfg.summaries),
                params=extract_keys, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", r) for r in cfg.train_runs()]),
-        Stage("render", entry="pipeline.studies.zero_init.figures", units=lambda cfg: list(cfg.figures),
-               params=render_keys, reads=lambda cfg, unit: [("train", r) for r in cfg.figures[unit].runs]),
+        Stage("render", entry="pipeline.studies.zero_init.figures", figures=figure_table),
     ),
 )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from pipeline.contract import Stage, Study, Units
 from pipeline.studies.mupc.analysis.config import MupcAnalysisParams
-from pipeline.studies.mupc.analysis.families import FAMILIES, FWD_GRID, HESSIAN_GRID
+from pipeline.studies.mupc.analysis.families import FWD_GRID, HESSIAN_GRID, figure_table
 
 EXTRACT_KEYS = ("train_units", *HESSIAN_GRID, *FWD_GRID, "fwd_pass.lr", "fwd_pass.seed",  # its runs table names them
                 "theory_grid.param_lrs", "theory_grid.widths", "theory_grid.depths", "theory_grid.iters",
@@ -48,9 +48,6 @@ STUDY = Study(
         Stage("extract", entry="pipeline.studies.mupc.analysis.extract", units=lambda cfg: ["analysis_metrics"],
                params=EXTRACT_KEYS, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", u) for u in cfg.train_units]),
-        Stage("render", entry="pipeline.studies.mupc.analysis.figures",  # families.py: what each figure draws
-               units=lambda cfg: [f for f, spec in FAMILIES.items() if set(spec.reads()) <= set(cfg.train_units)],
-               params=lambda cfg, unit: FAMILIES[unit].keys,
-               reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),
+        Stage("render", entry="pipeline.studies.mupc.analysis.figures", figures=figure_table),  # families.py
     ),
 )

@@ -22,9 +22,15 @@ def train_keys(cfg: TrainingParams, unit: str) -> list[str]:
     return ["sweeps.{unit}", *TRAIN_KEYS, *dtype, *hessian]
 
 
-def render_keys(cfg: TrainingParams, unit: str) -> list[str]:
+def figure_keys(cfg: TrainingParams, unit: str) -> list[str]:
+    """What every family's render reads besides its entry's options: chance, the selection rule, its restriction."""
     restricted = ["figures.restrict.{unit}"] if unit in cfg.figures.restrict else []
-    return [*RENDER_KEYS, *restricted, *FAMILIES[unit].keys]
+    return [*RENDER_KEYS, *restricted]
+
+
+def family_keys(cfg: TrainingParams, unit: str) -> list[str]:
+    """What a family's extract reads: the same keys as its render."""
+    return [*figure_keys(cfg, unit), *FAMILIES[unit].keys]
 
 
 STUDY = Study(
@@ -39,10 +45,9 @@ STUDY = Study(
                precision="pipeline.studies.mupc.training.sweep_expansion:unit_precision",
                probe="pipeline.studies.mupc.training.probe"),
         Stage("extract", entry="pipeline.studies.mupc.training.extract", units=lambda cfg: list(FAMILIES),
-               params=render_keys, metrics=True,
+               params=family_keys, metrics=True,
                reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),
-        Stage("render", entry="pipeline.studies.mupc.training.figures", units=lambda cfg: list(FAMILIES),
-               params=render_keys,
-               reads=lambda cfg, unit: [*(("train", s) for s in FAMILIES[unit].reads()), ("extract", unit)]),
+        Stage("render", entry="pipeline.studies.mupc.training.figures", figures=lambda cfg: FAMILIES,
+               params=figure_keys),
     ),
 )

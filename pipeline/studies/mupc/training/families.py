@@ -19,15 +19,17 @@ from pipeline.contract import FigureEntry
 CLEAN = ("clean_variants",)
 
 
-def _family(draw: str, sweeps: Mapping[str, str | tuple[str, ...]], args: Mapping[str, Any] | None = None,
+def family(draw: str, sweeps: Mapping[str, str | tuple[str, ...]], args: Mapping[str, Any] | None = None,
             options: tuple[str, ...] = CLEAN, **kw: Any) -> FigureEntry:
-    """A family whose sweeps are its sources, reading the ``figures`` options ``options``."""
-    return FigureEntry(draw, sweeps, tuple(f"figures.{o}" for o in options), dict(args or {}), **kw)
+    """A family whose sweeps are its sources, reading the ``figures`` options ``options``; its render reads its
+    extract's numbers and hands ``draw`` the sweeps and ``args`` (``figures.render``)."""
+    return FigureEntry(draw, sweeps, tuple(f"figures.{o}" for o in options), dict(args or {}), extract=True,
+                       run="render", **kw)
 
 
 def _sp(sweep: str, *, lr_sweep: bool = True, best: bool = True) -> FigureEntry:
     """An SP family; both figures read the sweep's table lrs (the lr sweep compares its pick with them)."""
-    return _family("render_sp", {"sweep": sweep}, {"sweep_fig": lr_sweep, "best_fig": best},
+    return family("render_sp", {"sweep": sweep}, {"sweep_fig": lr_sweep, "best_fig": best},
                    (*CLEAN, f"best_lrs.{sweep}"))
 
 
@@ -39,29 +41,29 @@ FAMILIES: dict[str, FigureEntry] = {
     "F9": _sp("S2"),  # SP Adam on activities
     "F10": _sp("S3"),  # SP with skips
     "F11": _sp("S4"),  # orthogonal init
-    "F12": _family("mupc_cond", {"sweep": "S9"}, options=MUPC),  # μPC κ during training across H
-    "F13": _family("mupc_lr_sweep", {"sweep": "S6"}, options=MUPC),  # μPC activity-lr sweep
-    "F14": _family("mupc_best", {"sweep": "S7"}, {"over": "N"}, MUPC,
+    "F12": family("mupc_cond", {"sweep": "S9"}, options=MUPC),  # μPC κ during training across H
+    "F13": family("mupc_lr_sweep", {"sweep": "S6"}, options=MUPC),  # μPC activity-lr sweep
+    "F14": family("mupc_best", {"sweep": "S7"}, {"over": "N"}, MUPC,
                    derived=("mupc_best_final_acc_per_N", "best_final_acc")),  # best lr across width
-    "F15": _family("mupc_best", {"sweep": "S6"}, {"over": "H"}, MUPC,
+    "F15": family("mupc_best", {"sweep": "S6"}, {"over": "H"}, MUPC,
                    derived=("mupc_best_final_acc_per_H", "best_final_acc")),  # best lr across depth
-    "F16": _family("mupc_long", {"sweep": "S10"},  # 128-layer μPC, MNIST, 5 epochs
+    "F16": family("mupc_long", {"sweep": "S10"},  # 128-layer μPC, MNIST, 5 epochs
                    {"fill_empty": True, "seed_file": "pcn_results/mupc_128_MNIST_acc_5_epochs.pdf"}),
-    "F17": _family("mupc_long", {"sweep": "S11"},  # 128-layer μPC, F-MNIST, 15 epochs
+    "F17": family("mupc_long", {"sweep": "S11"},  # 128-layer μPC, F-MNIST, 15 epochs
                    {"fill_empty": False, "seed_file": "pcn_results/mupc_128_Fashion_acc_15_epochs.pdf"}),
-    "F18": _family("mupc_vs_pc", {"mupc": "S6", "pc": "S12", "bp": "B2"},  # paper Fig. 1 right
+    "F18": family("mupc_vs_pc", {"mupc": "S6", "pc": "S12", "bp": "B2"},  # paper Fig. 1 right
                    options=(*MUPC, "best_lrs.S12", "best_lrs.bp", "chance_cells"),
                    derived=("fig1_final_acc", "final_acc")),
-    "F19": _family("deep_comparison", {"mupc": ("S10", "S11"), "bp": "B2"},  # deepest net, both datasets
+    "F19": family("deep_comparison", {"mupc": ("S10", "S11"), "bp": "B2"},  # deepest net, both datasets
                    options=(*CLEAN, "best_lrs.bp", "max_seeds_128")),
-    "F20": _family("sp_baseline", {"sweep": "S12"}, options=(*CLEAN, "best_lrs.S12", "chance_cells")),
-    "F21": _family("bp_sweep", {"sweep": "B1"}),  # BP Depth-μP lr sweep
-    "F22": _family("activity_decay", {"sweep": "S5"}, options=()),  # max test acc vs activity decay
-    "F23": _family("transfer_contours", {"sweep": "S7"}, {"over": "N"}, MUPC,  # transfer across width
+    "F20": family("sp_baseline", {"sweep": "S12"}, options=(*CLEAN, "best_lrs.S12", "chance_cells")),
+    "F21": family("bp_sweep", {"sweep": "B1"}),  # BP Depth-μP lr sweep
+    "F22": family("activity_decay", {"sweep": "S5"}, options=()),  # max test acc vs activity decay
+    "F23": family("transfer_contours", {"sweep": "S7"}, {"over": "N"}, MUPC,  # transfer across width
                    derived=("transfer_width", "transfer")),
-    "F24": _family("transfer_contours", {"sweep": "S6"}, {"over": "H"}, MUPC,  # transfer across depth
+    "F24": family("transfer_contours", {"sweep": "S6"}, {"over": "H"}, MUPC,  # transfer across depth
                    derived=("transfer_depth", "transfer")),
-    "F25": _family("transfer_contours", {"sweep": "S8"}, {"over": None}, MUPC),  # F-MNIST loss and acc contours
+    "F25": family("transfer_contours", {"sweep": "S8"}, {"over": None}, MUPC),  # F-MNIST loss and acc contours
     # the project's addition (no notebook figure): standard PC's final accuracy over the lr grid at the deepest H
-    "F28": _family("pc_any_lr", {"sweep": "S13"}, options=()),
+    "F28": family("pc_any_lr", {"sweep": "S13"}, options=()),
 }

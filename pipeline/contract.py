@@ -288,7 +288,7 @@ class FigureEntry:
 
     @property
     def measure(self) -> str:
-        """The metrics function that computes the family's headline numbers."""
+        """The metrics function that computes the entry's headline numbers."""
         return self.metrics or self.draw
 
     @property
@@ -297,7 +297,7 @@ class FigureEntry:
         return self.run or self.draw
 
     def reads(self) -> tuple[str, ...]:
-        """The train units the family reads, in role order, each once."""
+        """The train units the entry reads, in role order, each once."""
         out: list[str] = []
         for src in self.sources.values():
             out += [src] if isinstance(src, str) else list(src)

@@ -20,7 +20,7 @@ FWD_PLOT = (*FWD_GRID, "fwd_pass.plot_ts", "fwd_pass.slice_depth", "fwd_pass.sli
 
 
 def _family(draw: str, source: str, keys: tuple[str, ...]) -> FigureEntry:
-    """A family figure_table from one train unit's files, through ``figures.render``."""
+    """A family drawn from one train unit's files, through ``figures.render``."""
     return FigureEntry(draw, {"source": source}, keys, run="render")
 
 

@@ -6,7 +6,7 @@ then totals per study and overall. A stage declares its cost per kind of unit (:
 a light function returning the unit's :class:`~pipeline.contract.Work`, each part naming a probe that times
 one step of its shape. Seconds per FLOP come from that probe, run once per distinct shape on this device
 and cached in ``.trainscape/plan/<device>.json`` (``TRAINSCAPE_PLAN_CACHE`` names another folder), keyed by
-probe, shape (dtype and precision included), torch version and the code the probe loads (:func:`code_digest`: a faster
+probe, shape (dtype and precision included), torch version and the study's code (:func:`code_digest`: a faster
 function is re-probed, not planned at its old rate); a work's estimate is its FLOPs times that
 rate. A probe step above :data:`PROBE_FLOPS` is built scaled down by its probe (e.g. fewer layers and
 inference steps, the width kept) and the rate extrapolated by FLOPs. Extract and render stages, and every
@@ -47,7 +47,6 @@ from pipeline import registry
 from pipeline.config import PROFILES, ConfigError, load_params, params_file
 from pipeline.contract import Cost, Stage, Study, Work
 from pipeline.executor import side_by_side
-from pipeline.graph import code_deps, module_file
 from pipeline.io import write_bytes
 from pipeline.paths import repo_root, stage_name, study_dir
 from pipeline.writer import read_file
@@ -114,13 +113,19 @@ _DIGESTS: dict[str, str] = {}
 
 
 def code_digest(module: str) -> str:
-    """The digest of the code a probe times: the files of its import closure, the code deps ``make dag`` gives a
-    stage that loads it. A faster solver is probed again (the plan once kept the rate of a solver made 2x faster
-    until its entries were deleted by hand), while restyling a figure or editing a claim keeps the study's rates."""
+    """The digest of the code a probe times: the sources of its study's folder (``pipeline.studies.<study>``;
+    else the module's own file). A change there keys the study's probes anew: the plan once kept the rate of a
+    solver made 2x faster until its entries were deleted by hand."""
     if module not in _DIGESTS:
+        parts = module.split(".")
+        root = repo_root()
+        folder = root.joinpath(*parts[:3]) if parts[:2] == ["pipeline", "studies"] and len(parts) > 3 else None
+        files = sorted(folder.rglob("*.py")) if folder is not None and folder.is_dir() else \
+            [root.joinpath(*parts).with_suffix(".py")]
         h = hashlib.sha256()
-        for path in code_deps(module) if module_file(module) else ():  # a module without a file: nothing to hash
-            h.update(path.encode() + b"\0" + (repo_root() / path).read_bytes() + b"\0")
+        for f in files:
+            if f.is_file():
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
         _DIGESTS[module] = h.hexdigest()[:16]
     return _DIGESTS[module]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import device as devices
-from pipeline import graph, paths, plan, registry
+from pipeline import graph, plan, registry
 from pipeline.config import ConfigError, load_params
 from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.analysis import cost as analysis_cost
@@ -375,33 +375,24 @@ def test_on_a_gpu_the_host_tasks_go_side_by_side_and_the_devices_one_after_anoth
     assert many["fwd_pass"].seconds == one["fwd_pass"].seconds
 
 
-def test_a_change_to_the_code_a_probe_loads_keys_its_probes_anew(tmp_path, monkeypatch):
-    """The calibration key holds a digest of the files the probe loads (its import closure): a faster solver it
-    imports is probed again, not planned at the rate its old code was timed at; a file of another study, or one of
-    its own study that the probe does not load (a figure), leaves the key as it was."""
+def test_a_change_to_a_studys_code_keys_its_probes_anew(tmp_path, monkeypatch):
+    """The calibration key holds a digest of the probed study's sources: a faster solver is probed again, not
+    planned at the rate its old code was timed at; a file of another study leaves the key as it was."""
     for study in ("a", "b"):
         (tmp_path / "pipeline" / "studies" / study / "inner").mkdir(parents=True)
-        (tmp_path / "pipeline" / "studies" / study / "probe.py").write_text(
-            "from pipeline.studies.a.inner import solver\n\ndef step(): pass\n")
-        (tmp_path / "pipeline" / "studies" / study / "inner" / "solver.py").write_text("FASTER = False\n")
-    for module in (plan, graph, paths):
-        monkeypatch.setattr(module, "repo_root", lambda: tmp_path)
+        (tmp_path / "pipeline" / "studies" / study / "probe.py").write_text("def step(): pass\n")
+    monkeypatch.setattr(plan, "repo_root", lambda: tmp_path)
     monkeypatch.setattr(plan, "_DIGESTS", {})
-    graph.closure.cache_clear()
     cal = plan.Calibration("cpu")
     work = Work("w", "step", {"N": 1}, 1.0)
-
-    def key_after(path: str, text: str) -> str:
-        (tmp_path / "pipeline" / "studies" / path).write_text(text)
-        plan._DIGESTS.clear()
-        return cal.key("pipeline.studies.a.probe", work)
-
     before = cal.key("pipeline.studies.a.probe", work)
-    assert key_after("b/probe.py", "def step(): return 1\n") == before
-    assert key_after("a/figures.py", "STYLE = 'restyled'\n") == before
-    after = key_after("a/inner/solver.py", "FASTER = True\n")
+    (tmp_path / "pipeline" / "studies" / "b" / "probe.py").write_text("def step(): return 1\n")
+    plan._DIGESTS.clear()
+    assert cal.key("pipeline.studies.a.probe", work) == before
+    (tmp_path / "pipeline" / "studies" / "a" / "inner" / "solver.py").write_text("FASTER = True\n")
+    plan._DIGESTS.clear()
+    after = cal.key("pipeline.studies.a.probe", work)
     assert after != before and json.loads(after)["code"] == plan.code_digest("pipeline.studies.a.probe")
-    graph.closure.cache_clear()
 
 
 def test_a_forward_pass_cells_memory_is_its_weights_gradients_moments_and_saved_activities():

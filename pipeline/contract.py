@@ -69,7 +69,7 @@ class Stage:
     :class:`Output` parts that are written as they come (see :class:`Output.part`). ``probe`` is the module
     whose functions time one :class:`Work` step on this machine; it is imported only to calibrate (and by
     the stage, whose training code is loaded already), so it and the cost modules are code deps of the
-    stage's units. A render stage declares its units by the study's figure table (``figures``: the resolved
+    stage's units. A render stage declares its units by the study's figure table (``figure_table``: the resolved
     config -> render unit -> :class:`FigureEntry`), each unit reading its entry's keys after the stage's own
     ``params`` and computed by its entry's function.
     """
@@ -81,26 +81,26 @@ class Stage:
     metrics: bool  # the stage writes reports/metrics/<stage>.json (Output.metrics)
     tables: tuple[str, ...]  # the .csv tables (Output.tables) each unit writes; listed in the manifest
     probe: str | None
-    figures: FigureTable | None  # a render stage's figure table
+    figure_table: FigureTable | None  # a render stage's
 
     def __init__(self, kind: Kind, entry: str, units: Callable[[Any], Sequence[str]] | None = None,
                  params: Keys | None = None, reads: Reads = lambda cfg, unit: (),
                  datasets: Datasets = lambda cfg, unit: (), cost: str | None = None, precision: str | None = None, *,
-                 groups: Sequence[Units] = (), figures: FigureTable | None = None, resumable: bool = False,
+                 groups: Sequence[Units] = (), figure_table: FigureTable | None = None, resumable: bool = False,
                  metrics: bool = False, tables: tuple[str, ...] = (), probe: str | None = None) -> None:
-        if sum((units is not None, bool(groups), figures is not None)) != 1:
+        if sum((units is not None, bool(groups), figure_table is not None)) != 1:
             raise TypeError(f"Stage({kind!r}): declare its units inline (units=...), in groups (groups=...) or, "
-                            "for a render stage, by its figure table (figures=...): one of them")
-        if (figures is not None) != (kind == "render"):
+                            "for a render stage, by its figure table (figure_table=...): one of them")
+        if (figure_table is not None) != (kind == "render"):
             raise TypeError(f"Stage({kind!r}): a render stage, and only a render stage, is declared by its study's "
-                            "figure table (figures=...)")
-        if figures is not None:
-            groups = (figure_units(figures, () if params is None else params),)
+                            "figure table (figure_table=...)")
+        if figure_table is not None:
+            groups = (figure_units(figure_table, () if params is None else params),)
         elif units is not None:
             groups = (Units(units, ("*",) if params is None else params, reads, datasets, cost=cost,
                             precision=precision),)
         for name, value in (("kind", kind), ("entry", entry), ("groups", tuple(groups)), ("resumable", resumable),
-                            ("metrics", metrics), ("tables", tables), ("probe", probe), ("figures", figures)):
+                            ("metrics", metrics), ("tables", tables), ("probe", probe), ("figure_table", figure_table)):
             object.__setattr__(self, name, value)
 
     def units(self, cfg: Any) -> list[str]:
@@ -127,8 +127,8 @@ class Stage:
 
     def function(self, cfg: Any, unit: str) -> str:
         """The name of the entry module's function that computes ``unit``."""
-        if self.figures is not None:
-            return self.figures(cfg)[unit].function
+        if self.figure_table is not None:
+            return self.figure_table(cfg)[unit].function
         return self.of(cfg, unit).run or self.kind
 
     def cost(self, cfg: Any, unit: str) -> str | None:
@@ -263,7 +263,7 @@ class Run:
 @dataclass(frozen=True)
 class FigureEntry:
     """One entry of a study's figure table: a render unit, what it reads and the function that draws it. Every
-    study declares its render stage by such a table (``Stage("render", figures=...)``), so adding a figure is
+    study declares its render stage by such a table (``Stage("render", figure_table=...)``), so adding a figure is
     one entry plus the function that draws it; where the study has them, its extract units read the same table.
 
     ``draw`` names the function of the render module that draws it, called as ``draw(ctx, unit)`` and

@@ -33,7 +33,7 @@ FILES = {
             stages=(
                 Stage("train", entry="pipeline.studies.tiny.train", units=lambda cfg: list(cfg.slopes),
                        params=("points", "seed", "slopes.{unit}")),
-                Stage("render", entry="pipeline.studies.tiny.figures", figures=figure_table),
+                Stage("render", entry="pipeline.studies.tiny.figures", figure_table=figure_table),
             ),
         )
         ''',

@@ -53,7 +53,7 @@ def test_every_render_unit_is_an_entry_of_its_studys_figure_table(name, profile)
     study = registry.load(name)
     cfg = registry.config(study, load_params(ROOT), profile)
     render = study.stage("render")
-    table = render.figures(cfg)
+    table = render.figure_table(cfg)
     assert render.units(cfg) == list(table)
     module = importlib.import_module(render.entry)
     for unit, entry in table.items():
@@ -69,7 +69,7 @@ def test_a_render_stage_is_declared_by_a_figure_table_and_only_a_render_stage():
     def table(cfg):
         return {"fits": FigureEntry("render", {"lines": ("a", "b")}, ("slopes",), extract=True)}
 
-    stage = Stage("render", entry="x.figures", figures=table, params=("style",))
+    stage = Stage("render", entry="x.figures", figure_table=table, params=("style",))
     assert stage.units(None) == ["fits"]
     assert stage.keys(None, "fits") == ["style", "slopes"]
     assert list(stage.reads(None, "fits")) == [("train", "a"), ("train", "b"), ("extract", "fits")]
@@ -77,4 +77,4 @@ def test_a_render_stage_is_declared_by_a_figure_table_and_only_a_render_stage():
     with pytest.raises(TypeError, match="render stage"):
         Stage("render", entry="x.figures", units=lambda cfg: ["fits"])
     with pytest.raises(TypeError, match="render stage"):
-        Stage("train", entry="x.train", figures=table)
+        Stage("train", entry="x.train", figure_table=table)

@@ -48,6 +48,6 @@ STUDY = Study(
                   reads=lambda cfg, unit: [("train", r) for r in cfg.summary[unit].runs]),
             Units(lambda cfg: cfg.spread_units(), ("spread",), spread_run, run="extract_spread"),
         )),
-        Stage("render", entry="pipeline.studies.imprint.figures", figures=figure_table),
+        Stage("render", entry="pipeline.studies.imprint.figures", figure_table=figure_table),
     ),
 )

@@ -59,6 +59,6 @@ STUDY = Study(
             Units(variants, ("variants.{unit}", "f", "n", "lr", "lr_schedule"), trained),  # its table names them
             Units(summary, summary_keys, every_variant, run="extract_summary"),
         )),
-        Stage("render", entry="pipeline.studies.superposition.figures", figures=figure_table),
+        Stage("render", entry="pipeline.studies.superposition.figures", figure_table=figure_table),
     ),
 )

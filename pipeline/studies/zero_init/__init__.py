@@ -43,6 +43,6 @@ STUDY = Study(
         Stage("extract", entry="pipeline.studies.zero_init.extract", units=lambda cfg: list(cfg.summaries),
                params=extract_keys, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", r) for r in cfg.train_runs()]),
-        Stage("render", entry="pipeline.studies.zero_init.figures", figures=figure_table),
+        Stage("render", entry="pipeline.studies.zero_init.figures", figure_table=figure_table),
     ),
 )

@@ -48,6 +48,6 @@ STUDY = Study(
         Stage("extract", entry="pipeline.studies.mupc.analysis.extract", units=lambda cfg: ["analysis_metrics"],
                params=EXTRACT_KEYS, metrics=True, tables=("runs.csv",),
                reads=lambda cfg, unit: [("train", u) for u in cfg.train_units]),
-        Stage("render", entry="pipeline.studies.mupc.analysis.figures", figures=figure_table),  # families.py
+        Stage("render", entry="pipeline.studies.mupc.analysis.figures", figure_table=figure_table),  # families.py
     ),
 )

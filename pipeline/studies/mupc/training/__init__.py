@@ -47,7 +47,7 @@ STUDY = Study(
         Stage("extract", entry="pipeline.studies.mupc.training.extract", units=lambda cfg: list(FAMILIES),
                params=family_keys, metrics=True,
                reads=lambda cfg, unit: [("train", s) for s in FAMILIES[unit].reads()]),
-        Stage("render", entry="pipeline.studies.mupc.training.figures", figures=lambda cfg: FAMILIES,
+        Stage("render", entry="pipeline.studies.mupc.training.figures", figure_table=lambda cfg: FAMILIES,
                params=figure_keys),
     ),
 )

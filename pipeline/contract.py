@@ -81,7 +81,7 @@ class Stage:
     metrics: bool  # the stage writes reports/metrics/<stage>.json (Output.metrics)
     tables: tuple[str, ...]  # the .csv tables (Output.tables) each unit writes; listed in the manifest
     probe: str | None
-    figure_table: FigureTable | None  # a render stage's
+    figure_table: FigureTable | None  # a render stage's figure table
 
     def __init__(self, kind: Kind, entry: str, units: Callable[[Any], Sequence[str]] | None = None,
                  params: Keys | None = None, reads: Reads = lambda cfg, unit: (),
@@ -271,7 +271,8 @@ class FigureEntry:
     order its DVC deps list them; ``keys`` are the params keys it reads besides the render stage's own
     (``{unit}`` stands for the unit); ``extract``: it also reads the extract unit of its name (the numbers it
     draws). ``run`` names the render module's function the stage calls instead, where ``draw`` takes the
-    study's own inputs (the μPC families: their ``render`` hands ``draw`` its sources and ``args``).
+    study's own inputs (the μPC families: their ``render`` hands ``draw`` the sources and ``args`` as keyword
+    arguments, as their extract hands them to the metrics function).
     ``metrics`` names the function of the study's metrics module that computes its headline numbers (default:
     ``draw``'s name); ``derived``: a study-level name for part of the headline and the metrics function that
     takes it out.

@@ -14,8 +14,8 @@ Modes, from ``TRAINSCAPE_TRACKING``:
   segments, each written atomically (at the start, as each child run ends, after each part of a
   resumable unit, at exit, FAILED on an exception), and the logged files hard-linked as they were
   when logged. Each run gets a key, a uuid4 hex like an MLflow run id: ``run_id`` returns it, the
-  stage's run record (:mod:`pipeline.tracking.records`, never a DVC output) links the outputs to it and
-  ``claims.json`` records it as ``run_key``. :func:`sync` (the
+  stage's run record (:mod:`pipeline.tracking.records`, never a DVC output) links the outputs to it as
+  ``run_key`` (the claims stage's too: ``claims.json`` holds only what its inputs determine). :func:`sync` (the
   gallery stage, ``make ui``, ``python -m pipeline.tracking sync``) replays the journals into MLflow
   with their original times, tags each run ``trainscape.run_key=<key>`` and keeps the map key → run
   id that :func:`resolve` reads (the gallery's links resolve through it). ``sync --follow``

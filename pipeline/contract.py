@@ -275,7 +275,8 @@ class FigureEntry:
     arguments, as their extract hands them to the metrics function).
     ``metrics`` names the function of the study's metrics module that computes its headline numbers (default:
     ``draw``'s name); ``derived``: a study-level name for part of the headline and the metrics function that
-    takes it out.
+    takes it out. ``plotly_images``: it draws plotly figures whose PNG and PDF kaleido writes, so its render
+    checks for a Chromium, and starts it, before it computes.
     """
 
     draw: str
@@ -286,6 +287,7 @@ class FigureEntry:
     derived: tuple[str, str] | None = None
     extract: bool = False
     run: str | None = None
+    plotly_images: bool = False
 
     @property
     def measure(self) -> str:

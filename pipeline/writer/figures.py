@@ -6,7 +6,6 @@ the plotting style (restyling reruns no training).
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import sys
@@ -17,7 +16,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 
 from pipeline import registry
-from pipeline.config import FIGURE_FORMATS, figure_workers_setting
+from pipeline.config import FIGURE_FORMATS, figure_workers_setting, load_params
 from pipeline.contract import Figure, Output
 from pipeline.io import atomic_dir, read_json, write_json
 from pipeline.paths import figures_dir, metrics_path, rel, sidecar_path, study_dir
@@ -88,16 +87,17 @@ def ready_renderer(argv: Sequence[str] | None = None) -> None:
 
 
 def exports_plotly_images(study: str, unit: str) -> bool:
-    """Whether render unit ``unit`` of ``study`` draws plotly figures that get kaleido's PNG/PDF: its entry
-    module says so with ``PLOTLY_IMAGES`` (a bool, or a callable of the unit). An unknown study or unit is
-    False here: :func:`pipeline.stage.prepare` names that error next."""
+    """Whether render unit ``unit`` of ``study`` draws plotly figures that get kaleido's PNG/PDF: its entry in
+    the study's figure table, under the workspace's params, says so (``FigureEntry.plotly_images``). An unknown
+    study or unit, or params that do not load, is False here: :func:`pipeline.stage.prepare` names that error
+    next."""
     try:
-        stage = registry.load(study).stage("render")
-        module = importlib.import_module(stage.entry) if stage is not None else None
-    except Exception:  # prepare() reports a bad study or entry with its own message
+        found = registry.load(study)
+        stage = found.stage("render")
+        entry = stage.figure_table(registry.config(found, load_params())).get(unit) if stage else None
+    except Exception:  # prepare() reports a bad study, params or unit with its own message
         return False
-    flag = getattr(module, "PLOTLY_IMAGES", False)
-    return bool(flag(unit) if callable(flag) else flag)
+    return entry is not None and entry.plotly_images
 
 
 def figure_workers(n_figures: int) -> int:

@@ -19,8 +19,7 @@ import plotly.colors as pcolors
 from pipeline.config import load_section, read_tree
 from pipeline.contract import Context, Output
 from pipeline.plotting import plt
-from pipeline.studies.superposition import STUDY
-from pipeline.studies.superposition import figures as figures_module
+from pipeline.studies.superposition import STUDY, figure_table
 from pipeline.studies.superposition.config import Plateau, Superposition, TrainSettings
 from pipeline.studies.superposition.extract import detect_all, variant_losses
 from pipeline.studies.superposition.figures import (
@@ -179,8 +178,8 @@ def test_render_variant_figures(units: dict, cfg: Superposition) -> None:
         assert f.caption.startswith("SMOKE STAND-IN: 400 epochs, 2 seeds")
     assert "SMOKE STAND-IN" in g.layout.title.text and "SMOKE STAND-IN" in hm.layout.title.text
     assert geo.seed_figure == "plot_weights_interactive (static frames)"
-    assert figures_module.PLOTLY_IMAGES("untied") and figures_module.PLOTLY_IMAGES("tied")
-    assert not figures_module.PLOTLY_IMAGES("summary")
+    table = figure_table(cfg)  # the variants' entries say they draw kaleido's images, as they do (above)
+    assert table["untied"].plotly_images and table["tied"].plotly_images and not table["summary"].plotly_images
     assert exports_plotly_images("superposition", "untied") and not exports_plotly_images("superposition", "summary")
     frames = len(frame_indices(EPOCHS // 20 + 1, cfg.render.html_frames))
     assert len(slider.plotly.data) == 4 * frames and len(slider.plotly.layout.sliders[0].steps) == frames
@@ -192,7 +191,7 @@ def test_render_variant_figures(units: dict, cfg: Superposition) -> None:
 
 def test_render_summary_loss_curves(units: dict, cfg: Superposition) -> None:
     (fig,) = run(cfg, "render", "summary", units["store"]).figures
-    assert fig.id == "loss_curves" and fig.plotly is None
+    assert fig.id == "loss_curves" and fig.plotly is None and not figure_table(cfg)["summary"].plotly_images
     assert fig.sources == [("train", "untied"), ("train", "tied"), ("extract", "summary")]
     axes = fig.mpl.axes
     assert len(axes) == 4  # 2 rows (full, zoom) x 2 variants

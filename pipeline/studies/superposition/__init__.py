@@ -38,10 +38,11 @@ def summary_keys(cfg: Superposition, unit: str) -> list[str]:
 
 
 def figure_table(cfg: Superposition) -> dict[str, FigureEntry]:
-    """The render units: each variant's geometry, heat maps and slider; the summary's loss curves of every
-    variant with the plateaus its extract detected."""
+    """The render units: each variant's geometry and heat maps (plotly, their PNG and PDF by kaleido) and slider
+    (HTML alone); the summary's loss curves of every variant with the plateaus its extract detected (matplotlib)."""
     table = {v: FigureEntry("render", {"variant": v}, ("variants.{unit}", "render.figure_seeds", "render.panel_epochs",
-                                                        "render.html_frames", *STAND_IN)) for v in cfg.variants}
+                                                        "render.html_frames", *STAND_IN), plotly_images=True)
+             for v in cfg.variants}
     return table | {SUMMARY: FigureEntry("render_summary", {"variants": tuple(cfg.variants)},
                                          ("render.zoom_epochs", *STAND_IN), extract=True)}
 

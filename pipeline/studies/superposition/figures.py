@@ -20,16 +20,6 @@ from pipeline.contract import Context, Figure, Output
 from pipeline.plotting import PLOTLY_STYLE, plt
 from pipeline.studies.superposition.config import SUMMARY, Superposition
 
-
-def plotly_images(unit: str) -> bool:
-    """Whether ``unit`` draws plotly figures whose PNG and PDF kaleido writes (a Chromium is checked before it
-    computes): every variant (its geometry and heat maps; its slider is HTML alone); the summary draws with
-    matplotlib alone."""
-    return unit != SUMMARY
-
-
-PLOTLY_IMAGES = plotly_images
-
 HIGHLIGHT = 42  # the seed notebook's seed
 FEW_SEEDS = 10  # up to this many seeds every curve has its colour; beyond, only plateau seeds and seed 42
 

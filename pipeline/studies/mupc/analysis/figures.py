@@ -46,18 +46,6 @@ from pipeline.studies.mupc.analysis.layout import (
 from pipeline.studies.mupc.engine.runs import fmt_num
 from pipeline.studies.mupc.training.plotly_panels import Panels
 
-#: the phase diagrams (F2, F4, F26) are matplotlib, as the notebook draws them (``imshow``); every other family
-#: draws plotly figures whose PNG/PDF kaleido writes (the render stage checks for Chromium)
-MATPLOTLIB_FAMILIES = ("F2", "F4", "F26")
-
-
-def plotly_images(unit: str) -> bool:
-    return unit not in MATPLOTLIB_FAMILIES
-
-
-PLOTLY_IMAGES = plotly_images
-
-
 LAYER_NAMES = ("ℓ = 1", "ℓ = 1/4L", "ℓ = 1/2L", "ℓ = 3/4L", "ℓ = L")  # the notebook's layer_idxs
 Reader = Callable[[str], Any]  # a file of the source train unit by name -> JSON object or npz arrays
 

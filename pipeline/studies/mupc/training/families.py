@@ -22,9 +22,10 @@ CLEAN = ("clean_variants",)
 def family(draw: str, sweeps: Mapping[str, str | tuple[str, ...]], args: Mapping[str, Any] | None = None,
             options: tuple[str, ...] = CLEAN, **kw: Any) -> FigureEntry:
     """A family whose sweeps are its sources, reading the ``figures`` options ``options``; its render reads its
-    extract's numbers and hands ``draw`` the sweeps and ``args`` (``figures.render``)."""
+    extract's numbers and hands ``draw`` the sweeps and ``args`` (``figures.render``), which draws plotly figures
+    whose PNG and PDF kaleido writes."""
     return FigureEntry(draw, sweeps, tuple(f"figures.{o}" for o in options), dict(args or {}), extract=True,
-                       run="render", **kw)
+                       run="render", plotly_images=True, **kw)
 
 
 def _sp(sweep: str, *, lr_sweep: bool = True, best: bool = True) -> FigureEntry:

@@ -59,9 +59,6 @@ from pipeline.studies.mupc.training.families import FAMILIES
 from pipeline.studies.mupc.training.plotly_panels import Panels, band, contour
 from pipeline.studies.mupc.training.sweep_reader import RenderError, Sweeps, from_reader
 
-#: every render@F<k> draws plotly figures whose PNG/PDF kaleido writes (the render stage checks for Chromium)
-PLOTLY_IMAGES = True
-
 CLEAN_NOTE = "clean aggregation: early-stopped seeds padded with chance to the expected length"
 #: the notebook's colour scale of test-accuracy curves per independent variable (plot_metric_per_iv)
 SCALE = {"H": "Blues", "N": "Reds", "lr": "Oranges"}

@@ -18,6 +18,7 @@ from pipeline.config import ConfigError, load_params
 from pipeline.contract import Cost, Work
 from pipeline.studies.mupc.analysis import cost as analysis_cost
 from pipeline.studies.mupc.analysis.cost import fwd_cell_bytes
+from pipeline.studies.mupc.analysis.layout import fwd_gain
 from pipeline.studies.mupc.engine.runs import RunConfig
 from pipeline.studies.mupc.training import cost as mupc_cost
 
@@ -401,6 +402,7 @@ def test_a_forward_pass_cells_memory_is_its_weights_gradients_moments_and_saved_
     # three [R, B, N] tensors a layer over L − 1 = 2 layers, 3·2·1·2·2 = 24; float32
     assert fwd_cell_bytes(2, 3, ["sgd", "adam"], 1) == 4 * (7 * 1592 + 24)  # with the group's shared draw
     assert fwd_cell_bytes(2, 3, ["sgd", "sgd"], 1) == 4 * (5 * 1592 + 24)  # no Adam, no moments
+    assert fwd_cell_bytes(2, 3, ["sgd", "adam"], 1, draws=2) == 4 * (8 * 1592 + 24)  # two orthogonal gains kept
 
 
 def test_a_unit_that_would_hold_more_memory_than_its_device_stops_before_compute(monkeypatch):
@@ -411,7 +413,9 @@ def test_a_unit_that_would_hold_more_memory_than_its_device_stops_before_compute
     lines: list[str] = []
     fp = cfg.fwd_pass
     ok = plan.before_stage(study, stage, cfg, "fwd_pass", "cpu", lines.append)
-    assert ok.peak_bytes == fwd_cell_bytes(max(fp.widths), max(fp.depths), list(fp.optims), fp.batch_size)
+    gains = {fwd_gain("orthogonal", act) for act in fp.acts} if "orthogonal" in fp.variants else {1.0}
+    assert ok.peak_bytes == fwd_cell_bytes(max(fp.widths), max(fp.depths), list(fp.optims), fp.batch_size,
+                                           len(gains))
     cell = f"a cell of N={max(fp.widths)}, L={max(fp.depths)}"
     assert f"peak memory ≈ {plan.fmt_bytes(ok.peak_bytes)} ({cell})" in lines[0]
     huge = replace(cfg, fwd_pass=replace(fp, widths=[16384], depths=[512]))  # ≈ 3 TiB of weights and moments

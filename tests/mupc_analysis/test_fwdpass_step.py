@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from pipeline.studies.mupc.analysis import fwdpass
+from pipeline.studies.mupc.analysis.layout import fwd_gain
 from pipeline.studies.mupc.engine import model
 from pipeline.studies.mupc.engine.energy import Adam
 from pipeline.studies.mupc.engine.model import Weights, feedforward, init_weights
@@ -85,3 +86,25 @@ def test_a_seed_a_stack_repeats_is_drawn_once_with_the_same_weights(init_variant
     for r, seed in enumerate([7, 9, 7]):
         alone = init_weights(spec, [seed], dtype=torch.float32)
         assert all(torch.equal(a[0], b[r]) for a, b in zip(alone.tensors(), both.tensors()))
+
+
+def test_a_widths_orthogonal_draws_are_each_depths_and_gains_own_with_each_qr_made_once(monkeypatch):
+    """OrthogonalDraws gives every (depth, gain) the weights initial_weights draws for it, bit for bit, in any
+    order of depths, making each hidden layer's QR once for all of them; it refuses a net it does not draw."""
+    depths, acts = [8, 3, 5, 2, 8], ["tanh", "relu"]  # gains 1.05 and 1
+    own = {(L, a): fwdpass.initial_weights(fwdpass.net_spec("orthogonal", a, 6, L, D=9, d_y=3), 4)
+           for L in depths for a in acts}
+    calls = []
+    original = fwdpass.orthogonal_q
+    monkeypatch.setattr(fwdpass, "orthogonal_q", lambda *a: calls.append(a[:2]) or original(*a))
+    draws = fwdpass.OrthogonalDraws(6, 4, [fwd_gain("orthogonal", a) for a in acts], max(depths) - 2, D=9, d_y=3)
+    for L in depths:
+        for a in acts:
+            got = draws.weights(fwdpass.net_spec("orthogonal", a, 6, L, D=9, d_y=3))
+            assert all(torch.equal(x, y) for x, y in zip(got.tensors(), own[L, a].tensors(), strict=True)), (L, a)
+    assert calls.count((6, 6)) == max(depths) - 2  # the hidden layers' QRs, once
+    assert calls.count((3, 6)) == len(depths) * len(acts) and calls.count((6, 9)) == 1
+    with pytest.raises(ValueError, match="not for init 'standard'"):
+        draws.weights(fwdpass.net_spec("sp_skips", "tanh", 6, 4, D=9, d_y=3))
+    with pytest.raises(ValueError, match="N = 7"):
+        draws.weights(fwdpass.net_spec("orthogonal", "tanh", 7, 4, D=9, d_y=3))

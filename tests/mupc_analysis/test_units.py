@@ -419,13 +419,15 @@ def test_the_subnormal_probe_times_a_cell_without_skips_against_the_rate_probes_
 
 
 def test_fwd_pass_plan_counts_one_init_draw_per_init_gain_and_shape():
-    """The plan's init work per (init, N, L): one draw for every cell of that init and shape, two for the
-    orthogonal init (tanh's gain differs), each with its QRs."""
+    """The plan's init work: one draw per (init, N, L) for every cell of that init and shape, and for the
+    orthogonal init one stream of QRs per width, the deepest net's layers, for every depth and both gains (tanh's
+    differs)."""
     cfg = _cfg(profile="paper")
     work = {w.label: w for w in analysis_cost.fwd_cost(cfg, "fwd_pass", "cpu").work}
-    orth = work["orthogonal init N=1024 L=512, 2 draws"]
-    assert orth.probe == "fwd_init" and orth.shape["init"] == "orthogonal"
-    assert orth.flops == pytest.approx(2 * 511 * (1024**2 + 8 * 1024**3 / 3), rel=1e-12)
+    orth = work["orthogonal init N=1024, 510 hidden layers for 6 depths and 2 gains"]
+    assert orth.probe == "fwd_init" and orth.shape["init"] == "orthogonal" and orth.shape["L"] == 512
+    assert orth.flops == pytest.approx(511 * (1024**2 + 8 * 1024**3 / 3), rel=1e-12)
+    assert not [label for label in work if label.startswith("orthogonal init") and " L=" in label]
     assert work["standard init N=128 L=16, 1 draw"].flops == 15 * 128**2
     assert work["BP N=128 L=16, 2 optimisers stacked"].shape["optims"] == ["sgd", "adam"]
 

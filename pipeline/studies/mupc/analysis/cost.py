@@ -7,9 +7,9 @@
   part's spectrum or extremes. The counts are ``pipeline/studies/mupc/engine/cost.py``'s.
 * ``fwd_pass``: per (act, variant, N, L) cell, every optimiser stacked (R runs): its initial weights, drawn
   once for the cells that share them (:func:`.layout.fwd_draws`; :func:`init_flops`: float64 draws, a QR per
-  layer for ``orthogonal``), ``checks`` feed-forwards of a batch, ``checks − 1`` backward passes (2 feed-forwards
-  each) with each run's update, and at each check the exact spectral norm (:func:`spectral_flops`) of 5 weights
-  per run.
+  layer for ``orthogonal``, whose layers every depth and gain of a width share: ``fwdpass.OrthogonalDraws``),
+  ``checks`` feed-forwards of a batch, ``checks − 1`` backward passes (2 feed-forwards each) with each run's
+  update, and at each check the exact spectral norm (:func:`spectral_flops`) of 5 weights per run.
 * ``theory_grid`` / ``theory_width``: ``iters`` iterations per network: linear nets the exact
   equilibrium (theory blocks 2HN³, block Cholesky 10HN³/3, solves 6HN²B), tanh/relu the numerical one —
   by Newton (``eq_solver: newton``) :data:`NEWTON_STEPS` steps of :func:`newton_step_flops`, by gradient
@@ -62,15 +62,17 @@ def init_flops(init: str, N: int, L: int) -> float:
     return (L - 1) * (N * N + (8 * N**3 / 3 if init == "orthogonal" else 0))
 
 
-def fwd_cell_bytes(N: int, L: int, optims: list[str], B: int) -> float:
+def fwd_cell_bytes(N: int, L: int, optims: list[str], B: int, draws: int = 1) -> float:
     """The memory a forward-pass cell holds at once, float32: the initial weights its group shares
-    (:func:`.layout.fwd_draws`), its stacked weights, one gradient per weight, Adam's two moments for its Adam runs,
-    and what the backward pass keeps (about three [R, B, N] tensors a layer). N = 1,024, L = 512, SGD and Adam:
-    12.7 GiB counted before the shared draw (14.7 GiB with it), the cell's process peaked at 14.6 GiB then (its own
-    ≈ 0.6 GiB, MNIST and the allocator's slack beside it; benchmarks/README.md)."""
+    (:func:`.layout.fwd_draws`; ``draws``: the sets of them kept, one per orthogonal gain where a width's
+    orthogonal stream keeps every gain's layers, ``fwdpass.OrthogonalDraws``), its stacked weights, one gradient
+    per weight, Adam's two moments for its Adam runs, and what the backward pass keeps (about three [R, B, N]
+    tensors a layer). N = 1,024, L = 512, SGD and Adam: 12.7 GiB counted before the shared draw (14.7 GiB with
+    it), the cell's process peaked at 14.6 GiB then (its own ≈ 0.6 GiB, MNIST and the allocator's slack beside it;
+    benchmarks/README.md)."""
     R, adam = len(optims), sum(o == "adam" for o in optims)
     per_run = (L - 2) * N * N + N * D + D_Y * N
-    return 4 * ((1 + 2 * R + 2 * adam) * per_run + 3 * R * B * (L - 1) * N)
+    return 4 * ((draws + 2 * R + 2 * adam) * per_run + 3 * R * B * (L - 1) * N)
 
 
 def spectral_flops(m: int, n: int) -> float:
@@ -132,7 +134,11 @@ def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
     fp = cfg.fwd_pass
     R, B, n_cells = len(fp.optims), fp.batch_size, len(fp.acts) * len(fp.variants)
     draws: dict[tuple[int, int], dict[str, int]] = {}  # per shape and init: the draws its cells share (one a gain)
-    for (init, _, N, L), _ in fwd_draws(fp):
+    orthogonal: dict[int, set[float]] = {}  # per width: the orthogonal gains, whose draws one stream of QRs makes
+    for (init, gain, N, L), _ in fwd_draws(fp):
+        if init == "orthogonal":
+            orthogonal.setdefault(N, set()).add(gain)
+            continue
         per_init = draws.setdefault((N, L), {})
         per_init[init] = per_init.get(init, 0) + 1
     work = []
@@ -148,9 +154,15 @@ def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
                       slowdown=("fwd_subnormals", {"variant": v, "act": a, "L": L, "optims": list(fp.optims),
                                                    "threads": cfg.threads}))
                  for v, a in slowed]
-        for init, count in draws[N, L].items():
+        for init, count in draws.get((N, L), {}).items():
             work.append(Work(f"{init} init N={N} L={L}, {count} draw{'s' * (count > 1)}", "fwd_init",
                              {"init": init, "N": N, "L": L, "threads": cfg.threads}, count * init_flops(init, N, L)))
+    L = max(fp.depths)
+    for N, gains in orthogonal.items():
+        work.append(Work(f"orthogonal init N={N}, {L - 2} hidden layers for {len(fp.depths)} depths and {len(gains)} "
+                         f"gain{'s' * (len(gains) > 1)}", "fwd_init", {"init": "orthogonal", "N": N, "L": L,
+                                                                  "threads": cfg.threads},
+                         init_flops("orthogonal", N, L)))
     for N in fp.widths:
         per_check = spectral_flops(N, D) + (RECORDED - 2) * spectral_flops(N, N) + spectral_flops(D_Y, N)
         work.append(Work(f"spectral norms N={N}", "spectral_norms", {"N": N, "threads": cfg.threads},
@@ -158,7 +170,8 @@ def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
     cells = n_cells * len(fp.widths) * len(fp.depths)
     N, L = max(fp.widths), max(fp.depths)
     return Cost(runs=cells * R, groups=cells, work=tuple(work), note=f"{cells} cells × {R} optimisers, float32",
-                peak_bytes=fwd_cell_bytes(N, L, list(fp.optims), B), peak_what=f"a cell of N={N}, L={L}")
+                peak_bytes=fwd_cell_bytes(N, L, list(fp.optims), B, max(1, len(orthogonal.get(N, ())))),
+                peak_what=f"a cell of N={N}, L={L}")
 
 
 def newton_step_flops(act: str, N: int, H: int, B: int, cg_iters: int) -> float:

@@ -14,7 +14,7 @@ import torch
 
 from pipeline.studies.mupc.analysis.layout import FWD_VARIANTS, fwd_gain
 from pipeline.studies.mupc.engine.energy import Adam
-from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights
+from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights, orthogonal_q
 
 
 def layer_indices(L: int) -> list[int]:
@@ -32,6 +32,45 @@ def initial_weights(spec: NetSpec, seed: int) -> Weights:
     """One run's initial weights (float32, on the CPU), which every cell of the same init, gain and shape
     starts from (:func:`.layout.fwd_draws`)."""
     return init_weights(spec, [seed], dtype=torch.float32)
+
+
+class OrthogonalDraws:
+    """One seed's orthogonal initial weights at one width, for every depth and gain from one stream of QRs.
+
+    :func:`initial_weights` draws W_1, the hidden layers, then W_L from one generator, and a gain scales a layer
+    after its QR: a net of depth L starts with the hidden layers of every shallower one, and nets that differ in
+    gain alone share every QR. Here each hidden layer's QR is made once and kept per gain (float32; its pages
+    touched as layers are drawn), and a depth's read-out is drawn from the generator where its hidden layers
+    end. The numbers are :func:`initial_weights`'s for each (depth, gain), bit for bit, for the QRs of the
+    deepest net alone: the paper's orthogonal cells at N = 1,024 took 2,016 QRs of N×N, now 510
+    (``benchmarks/fwd_pass_draws.py --orthogonal``)."""
+
+    def __init__(self, N: int, seed: int, gains: list[float], max_hidden: int, D: int = 784, d_y: int = 10):
+        self.N, self.d_y, self.gains = N, d_y, sorted(set(gains))
+        self.gen = torch.Generator().manual_seed(int(seed))
+        q_in = orthogonal_q(N, D, self.gen)
+        self.w_in = {g: (g * q_in).to(torch.float32) for g in self.gains}
+        self.hidden = {g: torch.empty(max_hidden, N, N) for g in self.gains}
+        self.drawn = 0
+        self.ends = {0: self.gen.get_state()}  # the generator's state where the first k hidden layers end
+
+    def weights(self, spec: NetSpec) -> Weights:
+        """The initial weights of ``spec`` (an orthogonal net of this width, one of the gains)."""
+        if spec.init != "orthogonal" or spec.N != self.N or spec.orth_gain not in self.hidden:
+            raise ValueError(f"OrthogonalDraws of N = {self.N}, gains {self.gains}: not for init {spec.init!r}, "
+                             f"N = {spec.N}, gain {spec.orth_gain}")
+        k = max(spec.H - 1, 0)
+        while self.drawn < k:
+            q = orthogonal_q(self.N, self.N, self.gen)
+            for g, layers in self.hidden.items():
+                layers[self.drawn] = (g * q).to(torch.float32)
+            self.drawn += 1
+            self.ends[self.drawn] = self.gen.get_state()
+        gen = torch.Generator()
+        gen.set_state(self.ends[k])
+        w_out = (spec.orth_gain * orthogonal_q(self.d_y, self.N, gen)).to(torch.float32)
+        g = spec.orth_gain
+        return Weights(self.w_in[g].unsqueeze(0), self.hidden[g][:k].unsqueeze(0), w_out.unsqueeze(0))
 
 
 def spectral_norm(w: torch.Tensor) -> torch.Tensor:

@@ -259,13 +259,21 @@ def train_fwd(ctx: Context, unit: str) -> Output:
     res = {(a, o, v): {m: np.full(shape, np.nan) for m in FWD_METRICS}
            for a in fp.acts for o in fp.optims for v in fp.variants}
     t0 = time.perf_counter()
-    for (_, _, N, L), cells in fwd_draws(fp):
+    groups = fwd_draws(fp)
+    gains = [gain for (init, gain, _, _), _ in groups if init == "orthogonal"]
+    orthogonal = None  # one width's orthogonal draws, every depth and gain (let go when the next width starts)
+    for (init, _, N, L), cells in groups:
         i, j = fp.widths.index(N), fp.depths.index(L)
-        initial = None  # the cells' shared initial weights, drawn for the first
+        spec = fwdpass.net_spec(*cells[0], N, L)
+        if init == "orthogonal":
+            if orthogonal is None or orthogonal.N != N:
+                orthogonal = None
+                orthogonal = fwdpass.OrthogonalDraws(N, fp.seed, gains, max(fp.depths) - 2)
+            initial = orthogonal.weights(spec)
+        else:
+            initial = fwdpass.initial_weights(spec, fp.seed)  # the cells' shared initial weights
         for variant, act in cells:
             spec = fwdpass.net_spec(variant, act, N, L)
-            if initial is None:
-                initial = fwdpass.initial_weights(spec, fp.seed)
             out = fwdpass.run_cell(spec, list(fp.optims), batches, fp.lr, initial, ctx.device).numpy()
             for r, optim in enumerate(fp.optims):
                 for k, metric in enumerate(FWD_METRICS):

@@ -122,14 +122,20 @@ class Weights:
         return Weights(*(t.clone() for t in self.tensors()))
 
 
-def _orthogonal(out_dim: int, in_dim: int, gain: float, gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
-    """QR of a Gaussian, sign-corrected by diag(R); W Wᵀ = gain²·I (wide) or WᵀW = gain²·I (tall)."""
+def orthogonal_q(out_dim: int, in_dim: int, gen: torch.Generator) -> torch.Tensor:
+    """QR of a Gaussian, sign-corrected by diag(R), float64: Q Qᵀ = I (wide) or QᵀQ = I (tall). The gain and the
+    dtype come after (:func:`_orthogonal`), so one draw serves every gain."""
     big, small = max(out_dim, in_dim), min(out_dim, in_dim)
     a = torch.randn(big, small, generator=gen, dtype=torch.float64)
     q, r = torch.linalg.qr(a)
     q = q * torch.sign(torch.diagonal(r)).unsqueeze(0)
     w = q if out_dim >= in_dim else q.T
-    return (gain * w[:out_dim, :in_dim]).to(dtype)
+    return w[:out_dim, :in_dim]
+
+
+def _orthogonal(out_dim: int, in_dim: int, gain: float, gen: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """W Wᵀ = gain²·I (wide) or WᵀW = gain²·I (tall)."""
+    return (gain * orthogonal_q(out_dim, in_dim, gen)).to(dtype)
 
 
 def _init_matrix(init: str, out_dim: int, in_dim: int, gain: float, gen: torch.Generator,

@@ -10,7 +10,13 @@ Non-finite values (SP with skips overflows at depth) are stored as they are.
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
+import scipy.linalg as sla
 import torch
+from scipy.linalg.blas import dsyrk
+from threadpoolctl import ThreadpoolController
 
 from pipeline.studies.mupc.analysis.layout import FWD_VARIANTS, fwd_gain
 from pipeline.studies.mupc.engine.energy import Adam
@@ -76,16 +82,37 @@ class OrthogonalDraws:
 def spectral_norm(w: torch.Tensor) -> torch.Tensor:
     """Largest singular value, batched over leading axes: √λ_max of the smaller Gram matrix in float64.
 
-    The SVD's σ_max (``torch.linalg.matrix_norm(ord=2)``, float32 before) to float32's rounding, in 65 % of its
-    time at N = 1,024 on one core (``benchmarks/spectral_norm.py``): a Gram product and a symmetric eigen-solve
-    instead of a bidiagonalisation. A matrix with a non-finite entry (a net that diverged) has σ_max NaN, as
-    the notebook's norm gives it; LAPACK's eigen-solver refuses such a matrix, and the unit stopped there."""
+    The SVD's σ_max (``torch.linalg.matrix_norm(ord=2)``, float32 before) to float32's rounding, in a third of its
+    time at N = 1,024 (``benchmarks/spectral_norm.py``): on the CPU a symmetric rank-k product (BLAS ``dsyrk``,
+    half a matrix product) and the top eigenvalue alone (LAPACK ``dsyevr``) on torch's threads, on a GPU torch's
+    product and eigen-solve. A matrix with a non-finite entry (a net that diverged) has σ_max NaN, as the
+    notebook's norm gives it; LAPACK's eigen-solver refuses such a matrix, and the unit stopped there."""
     w = w.double()
     finite = torch.isfinite(w).all(dim=-1).all(dim=-1)
     w = torch.where(finite[..., None, None], w, torch.zeros((), dtype=w.dtype, device=w.device))
-    gram = w @ w.mT if w.shape[-2] < w.shape[-1] else w.mT @ w
-    sigma = torch.linalg.eigvalsh(gram)[..., -1].clamp_min(0.0).sqrt()
+    if w.device.type == "cpu":
+        with _blas().limit(limits=torch.get_num_threads(), user_api="blas"):
+            top = [_top_gram_eigenvalue(m) for m in w.reshape(-1, *w.shape[-2:]).numpy()]
+        lam = torch.tensor(top, dtype=torch.float64).reshape(w.shape[:-2])
+    else:
+        gram = w @ w.mT if w.shape[-2] < w.shape[-1] else w.mT @ w
+        lam = torch.linalg.eigvalsh(gram)[..., -1]
+    sigma = lam.clamp_min(0.0).sqrt()
     return torch.where(finite, sigma, torch.full_like(sigma, float("nan")))
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """scipy's BLAS, found once (a search of the loaded libraries costs 1.7 ms, a limit then 0.04 ms)."""
+    return ThreadpoolController()
+
+
+def _top_gram_eigenvalue(m: np.ndarray) -> float:
+    """λ_max of the smaller Gram matrix of a C-ordered float64 ``m`` (whose transpose is Fortran-ordered)."""
+    k = min(m.shape)
+    gram = dsyrk(1.0, m.T, trans=int(m.shape[0] < m.shape[1]), lower=0)  # upper triangle of mᵀm or m mᵀ
+    return float(sla.eigh(gram, lower=False, eigvals_only=True, subset_by_index=[k - 1, k - 1], driver="evr",
+                          overwrite_a=True, check_finite=False)[-1])
 
 
 def record(spec: NetSpec, w: Weights, z: torch.Tensor, y_hat: torch.Tensor, idx: list[int]) -> torch.Tensor:

@@ -289,7 +289,8 @@ def train_fwd(ctx: Context, unit: str) -> Output:
                 flat.update({f"rms_t0_N{N}_L{L}_layer{k}": float(v) for k, v in enumerate(rms) if np.isfinite(v)})
         runs.append(Run(key, params={"act": act, "optim": optim, "variant": variant, "lr": fp.lr, "seed": fp.seed,
                                      "widths": fp.widths, "depths": fp.depths,
-                                     "spectral_norm": "sqrt(eigvalsh(Gram)[-1]), float64"}, metrics=flat))
+                                     "spectral_norm": "sqrt(largest eigenvalue of the smaller Gram), float64"},
+                        metrics=flat))
     grid = {"widths": fp.widths, "depths": fp.depths, "checks": fp.checks,
             "layers": "[0, L/4-1, L/2-1, 3L/4-1, L-1] (0-based weight layers)",
             "spectral_norm": "sqrt of the largest eigenvalue of the smaller Gram matrix, float64 (exact)"}

@@ -3,6 +3,7 @@ the smaller Gram matrix in float64 by torch's product and ``eigvalsh`` (the seco
 ``dsyrk`` and LAPACK's top eigenvalue alone (``fwdpass.spectral_norm``, now), side by side in one run.
 
     taskset -c 1 .venv/bin/python benchmarks/spectral_norm.py            # one core, the paper's widths
+    .venv/bin/python benchmarks/spectral_norm.py --threads 2             # both cores, as fwd_pass runs
     python3 benchmarks/spectral_norm.py --device cuda                    # on a GPU
 
 Why: fwd_pass records the spectral norm of five weights of each of its 720 nets at every check; with the SVD
@@ -48,10 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--widths", nargs="+", type=int, default=[128, 256, 512, 1024])
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seconds", type=float, default=3.0, help="timed per way and width (after a warm-up call)")
+    ap.add_argument("--threads", type=int, default=1, help="torch's threads on the CPU (the unit's: 2)")
     a = ap.parse_args(argv)
     if a.device == "cpu":
-        torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, {a.device}; seconds per call on 2 stacked float32 N×N weights")
+        torch.set_num_threads(a.threads)
+    print(f"torch {torch.__version__}, {a.device}, {torch.get_num_threads()} torch threads; seconds per call on 2 "
+          f"stacked float32 N×N weights")
     print(f"{'N':>5} | {'SVD':>10} {'Gram eig':>10} {'now':>10} | {'ratios':>11} | max rel. diff vs SVD, Gram eig")
     for N in a.widths:
         w = torch.randn(2, N, N, generator=torch.Generator().manual_seed(N)).to(a.device)

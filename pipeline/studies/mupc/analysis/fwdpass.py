@@ -11,16 +11,19 @@ Non-finite values (SP with skips overflows at depth) are stored as they are.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.linalg as sla
 import torch
 from scipy.linalg.blas import dsyrk
-from threadpoolctl import ThreadpoolController
 
 from pipeline.studies.mupc.analysis.layout import FWD_VARIANTS, fwd_gain
 from pipeline.studies.mupc.engine.energy import Adam
 from pipeline.studies.mupc.engine.model import NetSpec, Weights, feedforward, init_weights, orthogonal_q
+
+if TYPE_CHECKING:
+    from threadpoolctl import ThreadpoolController
 
 
 def layer_indices(L: int) -> list[int]:
@@ -82,16 +85,18 @@ class OrthogonalDraws:
 def spectral_norm(w: torch.Tensor) -> torch.Tensor:
     """Largest singular value, batched over leading axes: √λ_max of the smaller Gram matrix in float64.
 
-    The SVD's σ_max (``torch.linalg.matrix_norm(ord=2)``, float32 before) to float32's rounding, in a third of its
+    The SVD's σ_max (``torch.linalg.matrix_norm(ord=2)``, float32 before) to float32's rounding, in under half its
     time at N = 1,024 (``benchmarks/spectral_norm.py``): on the CPU a symmetric rank-k product (BLAS ``dsyrk``,
-    half a matrix product) and the top eigenvalue alone (LAPACK ``dsyevr``) on torch's threads, on a GPU torch's
-    product and eigen-solve. A matrix with a non-finite entry (a net that diverged) has σ_max NaN, as the
-    notebook's norm gives it; LAPACK's eigen-solver refuses such a matrix, and the unit stopped there."""
+    half a matrix product) and the top eigenvalue alone (LAPACK ``dsyevr``) on one thread (on two, scipy's BLAS
+    threads and torch's spinning OpenMP threads contend for a 2-core CPU's cores: 3–4× slower at N ≤ 256,
+    and one thread was the fastest at every width measured); on a GPU torch's product and eigen-solve. A matrix
+    with a non-finite entry (a net that diverged) has σ_max NaN, as the notebook's norm gives it; LAPACK's
+    eigen-solver refuses such a matrix, and the unit stopped there."""
     w = w.double()
     finite = torch.isfinite(w).all(dim=-1).all(dim=-1)
     w = torch.where(finite[..., None, None], w, torch.zeros((), dtype=w.dtype, device=w.device))
     if w.device.type == "cpu":
-        with _blas().limit(limits=torch.get_num_threads(), user_api="blas"):
+        with _blas().limit(limits=1, user_api="blas"):
             top = [_top_gram_eigenvalue(m) for m in w.reshape(-1, *w.shape[-2:]).numpy()]
         lam = torch.tensor(top, dtype=torch.float64).reshape(w.shape[:-2])
     else:
@@ -103,7 +108,10 @@ def spectral_norm(w: torch.Tensor) -> torch.Tensor:
 
 @functools.cache
 def _blas() -> ThreadpoolController:
-    """scipy's BLAS, found once (a search of the loaded libraries costs 1.7 ms, a limit then 0.04 ms)."""
+    """scipy's BLAS, found once (a search of the loaded libraries costs 1.7 ms, a limit then 0.04 ms); imported
+    here, for the CPU route alone (a GPU machine's Python may lack threadpoolctl)."""
+    from threadpoolctl import ThreadpoolController
+
     return ThreadpoolController()
 
 

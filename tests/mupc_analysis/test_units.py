@@ -428,6 +428,10 @@ def test_fwd_pass_plan_counts_one_init_draw_per_init_gain_and_shape():
     assert orth.probe == "fwd_init" and orth.shape["init"] == "orthogonal" and orth.shape["L"] == 512
     assert orth.flops == pytest.approx(511 * (1024**2 + 8 * 1024**3 / 3), rel=1e-12)
     assert not [label for label in work if label.startswith("orthogonal init") and " L=" in label]
+    one = dataclasses.replace(cfg, fwd_pass=dataclasses.replace(cfg.fwd_pass, widths=[64], depths=[8],
+                                                                  slice_widths=[64], slice_depth=8))
+    labels = [w.label for w in analysis_cost.fwd_cost(one, "fwd_pass", "cpu").work if w.probe == "fwd_init"]
+    assert "orthogonal init N=64, 6 hidden layers for 1 depth and 2 gains" in labels
     assert work["standard init N=128 L=16, 1 draw"].flops == 15 * 128**2
     assert work["BP N=128 L=16, 2 optimisers stacked"].shape["optims"] == ["sgd", "adam"]
 

@@ -159,9 +159,10 @@ def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
                              {"init": init, "N": N, "L": L, "threads": cfg.threads}, count * init_flops(init, N, L)))
     L = max(fp.depths)
     for N, gains in orthogonal.items():
-        work.append(Work(f"orthogonal init N={N}, {L - 2} hidden layers for {len(fp.depths)} depths and {len(gains)} "
-                         f"gain{'s' * (len(gains) > 1)}", "fwd_init", {"init": "orthogonal", "N": N, "L": L,
-                                                                  "threads": cfg.threads},
+        depths = len(fp.depths)
+        label = (f"orthogonal init N={N}, {L - 2} hidden layers for {depths} depth{'s' * (depths > 1)} and "
+                 f"{len(gains)} gain{'s' * (len(gains) > 1)}")
+        work.append(Work(label, "fwd_init", {"init": "orthogonal", "N": N, "L": L, "threads": cfg.threads},
                          init_flops("orthogonal", N, L)))
     for N in fp.widths:
         per_check = spectral_flops(N, D) + (RECORDED - 2) * spectral_flops(N, N) + spectral_flops(D_Y, N)

@@ -33,7 +33,7 @@ from pipeline import registry
 from pipeline.config import load_params
 from pipeline.studies.mupc.analysis import fwdpass
 from pipeline.studies.mupc.analysis.config import FwdPassParams
-from pipeline.studies.mupc.analysis.layout import fwd_draws
+from pipeline.studies.mupc.analysis.layout import fwd_draws, fwd_gain
 from pipeline.studies.mupc.analysis.train import mnist_batches
 
 
@@ -81,7 +81,8 @@ def orthogonal(N: int, fp: FwdPassParams) -> int:
     keys = [(L, gain) for (init, gain, n, L), _ in fwd_draws(fp) if init == "orthogonal" and n == N]
     if not keys:
         raise SystemExit(f"no orthogonal cells at N = {N}")
-    specs = {(L, gain): fwdpass.net_spec("orthogonal", "tanh" if gain != 1.0 else "linear", N, L) for L, gain in keys}
+    act = {fwd_gain("orthogonal", a): a for a in fp.acts}  # an act of each gain
+    specs = {(L, gain): fwdpass.net_spec("orthogonal", act[gain], N, L) for L, gain in keys}
     print(f"fwd_pass's orthogonal draws at N = {N}: depths {sorted({L for L, _ in keys})}, gains "
           f"{sorted({g for _, g in keys})}, {torch.get_num_threads()} torch threads")
     t0 = time.perf_counter()

@@ -51,7 +51,7 @@ class OrthogonalDraws:
     gain alone share every QR. Here each hidden layer's QR is made once and kept per gain (float32; its pages
     touched as layers are drawn), and a depth's read-out is drawn from the generator where its hidden layers
     end. The numbers are :func:`initial_weights`'s for each (depth, gain), bit for bit, for the QRs of the
-    deepest net alone: the paper's orthogonal cells at N = 1,024 took 2,016 QRs of N×N, now 510
+    deepest net alone: the paper's orthogonal cells at N = 1,024 took 1,992 QRs of N×N, now 510
     (``benchmarks/fwd_pass_draws.py --orthogonal``)."""
 
     def __init__(self, N: int, seed: int, gains: list[float], max_hidden: int, D: int = 784, d_y: int = 10):

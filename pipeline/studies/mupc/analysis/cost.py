@@ -67,12 +67,27 @@ def fwd_cell_bytes(N: int, L: int, optims: list[str], B: int, draws: int = 1) ->
     (:func:`.layout.fwd_draws`; ``draws``: the sets of them kept, one per orthogonal gain where a width's
     orthogonal stream keeps every gain's layers, ``fwdpass.OrthogonalDraws``), its stacked weights, one gradient
     per weight, Adam's two moments for its Adam runs, and what the backward pass keeps (about three [R, B, N]
-    tensors a layer). N = 1,024, L = 512, SGD and Adam: 12.7 GiB counted before the shared draw (14.7 GiB with
-    it), the cell's process peaked at 14.6 GiB then (its own ≈ 0.6 GiB, MNIST and the allocator's slack beside it;
-    benchmarks/README.md)."""
+    tensors a layer). N = 1,024, L = 512, SGD and Adam, both orthogonal gains kept: 16.7 GiB; the process beside
+    them: :func:`fwd_peak_bytes`."""
     R, adam = len(optims), sum(o == "adam" for o in optims)
     per_run = (L - 2) * N * N + N * D + D_Y * N
     return 4 * ((draws + 2 * R + 2 * adam) * per_run + 3 * R * B * (L - 1) * N)
+
+
+# A forward-pass cell's process on the CPU holds more than its tensors (``benchmarks/fwd_pass_memory.py``): the
+# process itself (torch, MNIST: 0.32 GiB) and what glibc's heap keeps of the per-layer gradients and Adam's
+# temporaries freed between steps (a fixed mmap threshold returns them, at 4.6× the page faults and twice the
+# time). Its peaks at L = 512, 5.17 GiB at N = 512 and 18.06 GiB at N = 1,024, lie on 1.04 × the tensors +
+# 0.6 GiB; the line below stays above both (by 1–2 %).
+CPU_HEAP_SLACK = 0.07
+CPU_PROCESS_BYTES = 0.55 * 2**30
+
+
+def fwd_peak_bytes(N: int, L: int, optims: list[str], B: int, device: str, draws: int = 1) -> float:
+    """The most a forward-pass cell's process holds (the plan's memory line): :func:`fwd_cell_bytes`, and on the
+    CPU the heap's slack and the process beside them (on a GPU the tensors alone: the device's memory)."""
+    tensors = fwd_cell_bytes(N, L, optims, B, draws)
+    return tensors * (1 + CPU_HEAP_SLACK) + CPU_PROCESS_BYTES if device.startswith("cpu") else tensors
 
 
 def spectral_flops(m: int, n: int) -> float:
@@ -171,7 +186,7 @@ def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
     cells = n_cells * len(fp.widths) * len(fp.depths)
     N, L = max(fp.widths), max(fp.depths)
     return Cost(runs=cells * R, groups=cells, work=tuple(work), note=f"{cells} cells × {R} optimisers, float32",
-                peak_bytes=fwd_cell_bytes(N, L, list(fp.optims), B, max(1, len(orthogonal.get(N, ())))),
+                peak_bytes=fwd_peak_bytes(N, L, list(fp.optims), B, device, max(1, len(orthogonal.get(N, ())))),
                 peak_what=f"a cell of N={N}, L={L}")
 
 

@@ -1,18 +1,21 @@
-"""fwd_pass's resident memory at its deepest cells against the plan's memory line, with glibc's heap as it is and
-with a fixed mmap threshold, side by side in one run (each way in its own process).
+"""fwd_pass's cells at their deepest: the process's resident memory against the plan's memory line, and its time
+and page faults with glibc's heap set up two or three ways, side by side in one run (each way in its own process).
 
-    .venv/bin/python benchmarks/fwd_pass_memory.py                      # N = 512, L = 512 (≈ 2 min here)
-    .venv/bin/python benchmarks/fwd_pass_memory.py --width 1024 --ways heap   # the paper's largest (≈ 5 min, 18 GiB)
+    .venv/bin/python benchmarks/fwd_pass_memory.py                          # N = 512, L = 512 (≈ 3 min here)
+    .venv/bin/python benchmarks/fwd_pass_memory.py --width 1024 --ways heap  # the paper's largest (18 GiB)
 
-Why: the plan refuses a unit whose cells would not fit the device's memory (``cost.fwd_cell_bytes`` counts the
-tensors a cell holds), and a cell's process holds more than its tensors: the process itself (torch, MNIST) and
-what glibc's heap keeps of the per-layer gradients and Adam's temporaries freed between steps. Each way runs, as
-``train_fwd`` does: a width's orthogonal stream to half the depth (the shallower cells'), a standard cell at the
-full depth, the stream to the full depth, the orthogonal tanh cell (SGD and Adam stacked, the paper's 5 checks,
-two torch threads). Printed per phase: the largest VmRSS (sampled every 50 ms), its seconds; and per way the
-page faults. ``heap``: glibc as the stage runs it (its mmap threshold grows to the largest block freed, so later
-blocks of that size come from the heap and stay mapped); ``mmap``: ``MALLOC_MMAP_THRESHOLD_=131072`` (every large
-block mapped and unmapped: the tensors' bytes alone, paid in page faults).
+Why: the plan refuses a unit whose cells would not fit the device's memory (``cost.fwd_peak_bytes``), and a
+cell's process holds more than its tensors: the process itself (torch, MNIST) and what glibc's heap keeps of the
+per-layer gradients and Adam's temporaries freed between steps. Those frees also cost time: blocks the heap hands
+back come again as fresh pages, zeroed at their first touch. Each way runs, as ``train_fwd`` does: a width's
+orthogonal stream to half the depth (the shallower cells'), a standard cell at the full depth, the stream to the
+full depth, the orthogonal tanh cell (SGD and Adam stacked, the paper's 5 checks, two torch threads). Printed per
+phase: the largest VmRSS (sampled every 50 ms) and its seconds; per way the page faults.
+
+* ``heap``: glibc's default, as the stage runs: its mmap threshold grows to the largest block freed, and it hands
+  the heap's freed top back to the kernel;
+* ``mmap``: ``MALLOC_MMAP_THRESHOLD_=131072``: every large block mapped and unmapped, the tensors' bytes alone;
+* ``keep`` (tried, not kept): blocks up to 32 MiB from the heap, never handed back.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-WAYS = {"heap": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "131072"}}
+WAYS = {"heap": {}, "mmap": {"MALLOC_MMAP_THRESHOLD_": "131072"},
+        "keep": {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}}
 GIB = 2**30
 
 
@@ -93,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--depth", type=int, default=512)
-    ap.add_argument("--ways", nargs="+", choices=list(WAYS), default=list(WAYS))
-    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--ways", nargs="+", choices=list(WAYS), default=["heap", "mmap"])
+    ap.add_argument("--child", choices=list(WAYS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         print(json.dumps(measure(args.width, args.depth)))
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fwd_pass cells at N = {N}, L = {L} (SGD and Adam stacked, 5 checks, two torch threads)")
     print(f"  plan: the tensors {tensors / GIB:.2f} GiB; the process's peak line {line / GIB:.2f} GiB")
     for way in args.ways:
-        out = subprocess.run([sys.executable, __file__, "--child", "--width", str(N), "--depth", str(L)],
+        out = subprocess.run([sys.executable, __file__, "--child", way, "--width", str(N), "--depth", str(L)],
                              env={**os.environ, **WAYS[way]}, capture_output=True, text=True, check=True)
         m = json.loads(out.stdout.strip().splitlines()[-1])
         peak = max(p for p, _ in m["phases"].values())

@@ -407,9 +407,9 @@ def test_a_forward_pass_cells_memory_is_its_weights_gradients_moments_and_saved_
 
 def test_the_forward_pass_memory_line_holds_the_measured_process_peaks():
     # benchmarks/fwd_pass_memory.py on the 2-core build machine (benchmarks/README.md): the cells' process peaked at
-    # 5.17 GiB (N = 512) and 18.06 GiB (N = 1,024), L = 512, both orthogonal gains kept; the line is above each, by
-    # under 5 %
-    for N, peak in ((512, 5.17), (1024, 18.06)):
+    # 5.17 GiB (N = 512) and up to 18.27 GiB (N = 1,024), L = 512, both orthogonal gains kept; the line is above
+    # each, by under 5 %
+    for N, peak in ((512, 5.17), (1024, 18.27)):
         line = fwd_peak_bytes(N, 512, ["sgd", "adam"], 64, "cpu", draws=2) / 2**30
         assert peak < line < 1.05 * peak
     # a GPU's line is its device memory: the tensors alone

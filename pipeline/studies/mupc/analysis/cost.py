@@ -77,8 +77,8 @@ def fwd_cell_bytes(N: int, L: int, optims: list[str], B: int, draws: int = 1) ->
 # A forward-pass cell's process on the CPU holds more than its tensors (``benchmarks/fwd_pass_memory.py``): the
 # process itself (torch, MNIST: 0.32 GiB) and what glibc's heap keeps of the per-layer gradients and Adam's
 # temporaries freed between steps (a fixed mmap threshold returns them, at 4.6× the page faults and twice the
-# time). Its peaks at L = 512, 5.17 GiB at N = 512 and 18.06 GiB at N = 1,024, lie on 1.04 × the tensors +
-# 0.6 GiB; the line below stays above both (by 1–2 %).
+# time). Its peaks at L = 512, 5.17 GiB at N = 512 and 18.06–18.27 GiB at N = 1,024 (two runs), lie within
+# 0.2 GiB of 1.05 × the tensors + 0.6 GiB; the line below stays above each (by about 1 %).
 CPU_HEAP_SLACK = 0.07
 CPU_PROCESS_BYTES = 0.55 * 2**30
 

@@ -1,6 +1,6 @@
-"""fwd_pass's in-place step (``fwdpass.step_in_place``) against the stacked functional step it replaced: every
-run stepped both ways (SGD p − lr·g, ``Adam.step``) and its own optimiser's result kept. Bit for bit, over
-several checks, with the weights cut into blocks of layers."""
+"""fwd_pass's in-place step (``fwdpass.update``: each weight stepped from the backward pass, ``step_weight``)
+against the stacked functional step it replaced: every run stepped both ways (SGD p − lr·g, ``Adam.step``) and its
+own optimiser's result kept. Bit for bit, over several checks, with the weights cut into blocks of layers."""
 
 from __future__ import annotations
 
@@ -108,3 +108,27 @@ def test_a_widths_orthogonal_draws_are_each_depths_and_gains_own_with_each_qr_ma
         draws.weights(fwdpass.net_spec("sp_skips", "tanh", 6, 4, D=9, d_y=3))
     with pytest.raises(ValueError, match="N = 7"):
         draws.weights(fwdpass.net_spec("orthogonal", "tanh", 7, 4, D=9, d_y=3))
+
+
+def test_a_step_steps_each_weight_as_the_backward_pass_reaches_it_and_holds_no_gradient(monkeypatch):
+    """Each weight is stepped from the backward pass, output layer first, and its gradient let go: no weight
+    holds one while another is stepped (a step held one for every weight: 4 GiB at the paper's largest cell)."""
+    spec = fwdpass.net_spec("sp_skips", "tanh", 12, 9, D=20, d_y=5)
+    optims = ["sgd", "adam"]
+    stacked = Weights(*(t.repeat(2, *[1] * (t.dim() - 1)) for t in fwdpass.initial_weights(spec, 7).tensors()))
+    w, params, adam = fwdpass.trainable(stacked, optims, 1e-2)
+    seen: list[tuple[int, int]] = []
+    step = fwdpass.step_weight
+
+    def watched(i, p, g, *args):
+        seen.append((i, sum(q.grad is not None for q in params)))
+        step(i, p, g, *args)
+
+    monkeypatch.setattr(fwdpass, "step_weight", watched)
+    x, y = torch.randn(16, 20, generator=torch.Generator().manual_seed(1)), torch.eye(5)[torch.arange(16) % 5]
+    before = [p.detach().clone() for p in params]
+    _, y_hat = feedforward(spec, w, x, params[1:-1])
+    fwdpass.update(params, y, y_hat, optims, 1e-2, adam)
+    assert [i for i, _ in seen] == list(range(len(params)))[::-1]  # W_out, the hidden layers top down, W_in
+    assert all(held == 0 for _, held in seen) and all(p.grad is None for p in params)
+    assert all(not torch.equal(p, b) for p, b in zip(params, before))  # every weight stepped

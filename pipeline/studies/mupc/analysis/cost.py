@@ -65,21 +65,22 @@ def init_flops(init: str, N: int, L: int) -> float:
 def fwd_cell_bytes(N: int, L: int, optims: list[str], B: int, draws: int = 1) -> float:
     """The memory a forward-pass cell holds at once, float32: the initial weights its group shares
     (:func:`.layout.fwd_draws`; ``draws``: the sets of them kept, one per orthogonal gain where a width's
-    orthogonal stream keeps every gain's layers, ``fwdpass.OrthogonalDraws``), its stacked weights, one gradient
-    per weight, Adam's two moments for its Adam runs, and what the backward pass keeps (about three [R, B, N]
-    tensors a layer). N = 1,024, L = 512, SGD and Adam, both orthogonal gains kept: 16.7 GiB; the process beside
-    them: :func:`fwd_peak_bytes`."""
+    orthogonal stream keeps every gain's layers, ``fwdpass.OrthogonalDraws``), its stacked weights, Adam's two
+    moments for its Adam runs, what the backward pass keeps (about three [R, B, N] tensors a layer), and two
+    weights' gradients (each weight is stepped and its gradient let go as the backward pass reaches it,
+    ``fwdpass.update``). N = 1,024, L = 512, SGD and Adam, both orthogonal gains kept: 12.7 GiB; the process
+    beside them: :func:`fwd_peak_bytes`."""
     R, adam = len(optims), sum(o == "adam" for o in optims)
     per_run = (L - 2) * N * N + N * D + D_Y * N
-    return 4 * ((draws + 2 * R + 2 * adam) * per_run + 3 * R * B * (L - 1) * N)
+    return 4 * ((draws + R + 2 * adam) * per_run + 3 * R * B * (L - 1) * N + 2 * R * max(N * N, N * D))
 
 
 # A forward-pass cell's process on the CPU holds more than its tensors (``benchmarks/fwd_pass_memory.py``): the
-# process itself (torch, MNIST: 0.32 GiB) and what glibc's heap keeps of the per-layer gradients and Adam's
-# temporaries freed between steps (a fixed mmap threshold returns them, at 4.6× the page faults and twice the
-# time). Its peaks at L = 512, 5.17 GiB at N = 512 and 18.06–18.27 GiB at N = 1,024 (two runs), lie within
-# 0.2 GiB of 1.05 × the tensors + 0.6 GiB; the line below stays above each (by about 1 %).
-CPU_HEAP_SLACK = 0.07
+# process itself (torch, MNIST: 0.32 GiB) and what glibc's heap keeps of the blocks freed between layers and
+# steps (a fixed mmap threshold returns them, at 4.6× the page faults and twice the time). Its peaks at L = 512,
+# 4.30–4.43 GiB at N = 512 and 15.55 GiB at N = 1,024, lie on about 1.19 × the tensors + 0.4 GiB; the line below
+# stays above each (by 3–5 %).
+CPU_HEAP_SLACK = 0.21
 CPU_PROCESS_BYTES = 0.55 * 2**30
 
 

@@ -139,9 +139,9 @@ def record(spec: NetSpec, w: Weights, z: torch.Tensor, y_hat: torch.Tensor, idx:
 
 def trainable(w: Weights, optims: list[str], lr: float) -> tuple[Weights, list[torch.Tensor], Adam | None]:
     """The weights as ``run_cell`` trains them: every weight matrix a leaf of its own (a hidden layer: a view of
-    the stack), so that a backward pass returns a gradient per layer (through the stack, each step allocated, and
-    the kernel zeroed, a gradient the size of every hidden layer: N = 1,024, L = 512, 6.4 M page faults over 4
-    steps); and Adam's moments for its runs alone."""
+    the stack), so that the backward pass hands each layer a gradient of its own (through the stack, each step
+    allocated, and the kernel zeroed, a gradient the size of every hidden layer: N = 1,024, L = 512, 6.4 M page
+    faults over 4 steps); and Adam's moments for its runs alone."""
     params = [w.w_in, *w.w_hid.unbind(1), w.w_out]
     for p in params:
         p.requires_grad_(True)
@@ -152,11 +152,30 @@ def trainable(w: Weights, optims: list[str], lr: float) -> tuple[Weights, list[t
 
 def update(params: list[torch.Tensor], y: torch.Tensor, y_hat: torch.Tensor, optims: list[str], lr: float,
            adam: Adam | None) -> None:
-    """One BP step on ``mean((y − ŷ)²)`` (runs are independent: their losses summed), each run's update in place."""
+    """One BP step on ``mean((y − ŷ)²)`` (runs are independent: their losses summed), each run's update in place.
+
+    Each weight is stepped as soon as the backward pass has its gradient, which is then let go: a step holds a
+    layer's gradient or two, not one for every weight (at N = 1,024, L = 512, two runs: 4 GiB), and the heap
+    hands the same blocks from layer to layer instead of taking fresh pages from the kernel each step (there the
+    cells' peak fell 18.09 → 15.55 GiB and they ran 1.24–1.28× faster, ``benchmarks/fwd_pass_memory.py``). A
+    layer's weight is not read again by the rest of the backward pass (each is used once, in its own layer's
+    product), so it is written in place through ``.data``: the hidden layers are views of one stack, whose shared
+    version counter would otherwise stop the layers below at their saved weights. The same numbers, bit for bit,
+    as stepping every weight after the whole backward pass (``tests/mupc_analysis/test_fwdpass_step.py``)."""
     loss = (y.unsqueeze(0) - y_hat).pow(2).mean(dim=(1, 2)).sum()
-    grads = torch.autograd.grad(loss, params)
-    with torch.no_grad():
-        step_in_place(params, list(grads), optims, lr, adam)
+    c1, c2 = adam.moments([]) if adam is not None else (1.0, 1.0)  # the step counted; each weight's moments below
+
+    def step(i: int, p: torch.Tensor) -> None:
+        g, p.grad = p.grad, None
+        with torch.no_grad():
+            step_weight(i, p.data, g, optims, lr, adam, c1, c2)
+
+    hooks = [p.register_post_accumulate_grad_hook(functools.partial(step, i)) for i, p in enumerate(params)]
+    try:
+        loss.backward(inputs=params)
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def run_cell(spec: NetSpec, optims: list[str], batches: list[tuple[torch.Tensor, torch.Tensor]], lr: float,
@@ -185,25 +204,28 @@ def _runs(runs: list[int]) -> slice | list[int]:
     return slice(runs[0], runs[-1] + 1) if runs == list(range(runs[0], runs[-1] + 1)) else runs
 
 
-def step_in_place(params: list[torch.Tensor], grads: list[torch.Tensor], optims: list[str], lr: float,
-                  adam: Adam | None) -> None:
-    """Each run's step with its optimiser (SGD p − lr·g, or Adam), written into the parameters a block of
-    layers at a time. The same element-wise operations as stepping every run both ways and keeping its own
-    (the same numbers, bit for bit), without the whole-stack copies that took, and with Adam's moments kept for
-    its runs alone: at the paper's largest cell (N = 1,024, L = 512, two runs, float32: 4.3 GB of hidden
-    weights) those copies and temporaries passed the 24 GB of a 2-core build machine."""
+def step_weight(i: int, p: torch.Tensor, g: torch.Tensor, optims: list[str], lr: float, adam: Adam | None,
+                c1: float, c2: float) -> None:
+    """Weight ``i``'s step, each run's with its optimiser (SGD p − lr·g, or Adam with its bias corrections
+    ``c1, c2``), written into ``p`` a block of layers at a time. The same element-wise operations as stepping
+    every run both ways and keeping its own (the same numbers, bit for bit), without the whole-stack copies that
+    took, and with Adam's moments kept for its runs alone: at the paper's largest cell (N = 1,024, L = 512, two
+    runs, float32: 4.3 GB of hidden weights) those copies and temporaries passed the 24 GB of a 2-core build
+    machine."""
     adam_runs = [r for r, o in enumerate(optims) if o == "adam"]
-    c1, c2 = adam.moments([g[_runs(adam_runs)] for g in grads]) if adam is not None else (1.0, 1.0)
-    for i, (p, g) in enumerate(zip(params, grads)):
-        for r, optim in enumerate(optims):
-            layers = p.shape[1] if p.dim() > 2 else 1
-            per_layer = p[r].numel() // layers * p.element_size()
-            size = max(1, BLOCK_BYTES // per_layer)
-            for start in range(0, layers, size):
-                block = slice(start, start + size) if p.dim() > 2 else slice(None)
-                if optim == "adam":
-                    assert adam is not None
-                    a = adam_runs.index(r)
-                    p[r, block] -= lr * adam.direction(adam.m[i][a, block], adam.v[i][a, block], c1, c2)
-                else:
-                    p[r, block] -= lr * g[r, block]
+    if adam is not None:  # Adam.moments' update, for this weight alone
+        ga = g[_runs(adam_runs)]
+        adam.m[i].mul_(adam.b1).add_(ga, alpha=1 - adam.b1)
+        adam.v[i].mul_(adam.b2).addcmul_(ga, ga, value=1 - adam.b2)
+    for r, optim in enumerate(optims):
+        layers = p.shape[1] if p.dim() > 2 else 1
+        per_layer = p[r].numel() // layers * p.element_size()
+        size = max(1, BLOCK_BYTES // per_layer)
+        for start in range(0, layers, size):
+            block = slice(start, start + size) if p.dim() > 2 else slice(None)
+            if optim == "adam":
+                assert adam is not None
+                a = adam_runs.index(r)
+                p[r, block] -= lr * adam.direction(adam.m[i][a, block], adam.v[i][a, block], c1, c2)
+            else:
+                p[r, block] -= lr * g[r, block]

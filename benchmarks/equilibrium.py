@@ -22,6 +22,12 @@ in turn, twice each, the faster of each; printed: time per iteration and the rat
 and the samples computed per equilibrium over the batch size (the full-batch steps they cost: the cost model's
 ``NEWTON_STEPS``).
 
+Part 4, whole runs (``--parts 4``, not in the default: the paper's widths take about 90 min on one core): every
+(act, param, N) of ``--widths`` trained over all ``--whole-iters`` iterations by ``theory_run`` as the stage trains
+it, on its MNIST batches; printed: seconds per iteration and minutes per net, the mean steps per equilibrium, the mean
+full-batch steps (samples computed over the batch size) and the fallback's steps, then the mean of the params'
+full-batch steps per width: the cost model's ``NEWTON_STEPS`` (``pipeline/studies/mupc/analysis/cost.py``).
+
 Both on one core, one torch thread (``torch.set_num_threads(1)``; run it under ``taskset -c 1``).
 """
 
@@ -123,13 +129,35 @@ def batch_steps(act: str, param: str, N: int, iters: int, rounds: int = 2) -> di
             "gap": float(gap)}
 
 
+def whole_run(act: str, param: str, N: int, iters: int) -> dict:
+    """Part 4: one net's whole training, each equilibrium's samples computed counted."""
+    spec = theory_spec(act, param, N, 4)
+    B = 64
+    batches = mnist_batches(iters, B, SEED, None, "cpu", torch.float64)
+    solve, full = newton.newton_equilibrium, []
+
+    def counted(*a, **kw):
+        eq = solve(*a, **kw)
+        full.append(eq.sample_steps / B)
+        return eq
+
+    newton.newton_equilibrium = counted
+    try:
+        out, t = timed(lambda: theory_run(spec, batches, 1e-3, SEED, TOL, GD_CAP, "newton"))
+    finally:
+        newton.newton_equilibrium = solve
+    return {"t": t / iters, "steps": float(np.mean(out["eq_steps"])), "full": float(np.mean(full)),
+            "fallback": int(out["eq_fallback_steps"].sum())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--widths", type=int, nargs="+", default=[64, 128, 256, 512])
     ap.add_argument("--iters", type=int, default=3, help="training iterations of part 2 (largest width)")
     ap.add_argument("--acts", nargs="+", default=["tanh", "relu"], choices=["tanh", "relu"])
     ap.add_argument("--params", nargs="+", default=["sp", "mupc"], choices=["sp", "mupc"])
-    ap.add_argument("--parts", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3])
+    ap.add_argument("--parts", type=int, nargs="+", default=[1, 2, 3], choices=[1, 2, 3, 4])
+    ap.add_argument("--whole-iters", type=int, default=ITERS, help="training iterations of part 4 (each net)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     x, y = mnist_batches(1, 64, SEED, None, "cpu", torch.float64)[0]
@@ -140,6 +168,8 @@ def main() -> None:
         part_two(args, N)
     if 3 in args.parts:
         part_three(args, N)
+    if 4 in args.parts:
+        part_four(args)
 
 
 def part_one(args: argparse.Namespace, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -185,6 +215,24 @@ def part_three(args: argparse.Namespace, N: int) -> None:
             print(f"{act:5} {param:5} | {times} | {list(r['t'].values())[-1] * ITERS / 60:7.1f} | {r['steps']} "
                   f"(mean {np.mean(r['steps']):.1f}) | {[round(f, 1) for f in r['full']]} "
                   f"(mean {np.mean(r['full']):.1f}) | {r['gap']:.1e}", flush=True)
+
+
+def part_four(args: argparse.Namespace) -> None:
+    print(f"\nPart 4: whole runs, {args.whole_iters} iterations of theory_run a net, H = 4, B = 64, by Newton "
+          f"(one core)")
+    print(f"{'act':5} {'param':5} {'N':>4} | {'s/it':>7} {'min/net':>7} | {'steps':>5} {'full-batch':>10} "
+          f"{'fallback':>8}")
+    table: dict[str, dict[int, float]] = {}
+    for act in args.acts:
+        for N in args.widths:
+            full = []
+            for param in args.params:
+                r = whole_run(act, param, N, args.whole_iters)
+                full.append(r["full"])
+                print(f"{act:5} {param:5} {N:>4} | {r['t']:7.4f} {r['t'] * args.whole_iters / 60:7.2f} | "
+                      f"{r['steps']:5.2f} {r['full']:10.2f} {r['fallback']:>8}", flush=True)
+            table.setdefault(act, {})[N] = round(float(np.mean(full)), 2)
+    print(f"full-batch steps per equilibrium, mean of {', '.join(args.params)} (NEWTON_STEPS): {table}")
 
 
 if __name__ == "__main__":

@@ -191,11 +191,12 @@ def test_a_failing_probe_leaves_the_work_out_of_the_estimate(monkeypatch):
 H100 = ROOT / "tests" / "mupc_analysis" / "fixtures" / "h100"
 
 
-def recorded_newton_steps(calibration: Path) -> dict[str, int]:
+def recorded_newton_steps(calibration: Path) -> dict[str, dict[int, float]]:
     """The Newton steps per equilibrium a recorded calibration's theory probes were keyed with: the cost model
-    that card planned with (every sample at every step, before converged samples left the batch)."""
+    that card planned with (every sample at every step, before converged samples left the batch; one count an
+    activation for every width, as the table :data:`NEWTON_STEPS` holds it)."""
     keys = [json.loads(k) for k in json.loads(calibration.read_text())["entries"]]
-    return {k["shape"]["act"]: k["shape"]["eq_steps"] for k in keys
+    return {k["shape"]["act"]: {1: k["shape"]["eq_steps"]} for k in keys
             if k["probe"].endswith(":theory_step") and k["shape"]["solver"] == "newton" and k["shape"]["eq_steps"]}
 
 

@@ -895,3 +895,47 @@ def test_narrow_theory_nets_train_and_are_planned_on_the_cpu_of_a_gpu_machine():
     assert (theory_threads(64, 4), theory_threads(128, 4)) == (1, 4)
     threads = {w.shape["N"]: w.shape["threads"] for w in cost.theory_width_cost(paper, "theory_width", "cpu").work}
     assert threads == {N: 1 if N <= THEORY_CPU_MAX_WIDTH else paper.threads for N in threads} and paper.threads == 4
+
+
+def test_newton_steps_are_measured_at_every_paper_width_and_looked_up_by_the_nearest():
+    """The cost model's Newton steps per equilibrium come from whole runs of the paper's own nets (every width
+    of theory_width); another profile's width takes the nearest measured one's, on a log scale."""
+    paper = load_section(MupcAnalysisParams, _raw(), NAME, "paper")
+    for act in ("tanh", "relu"):
+        table = analysis_cost.NEWTON_STEPS[act]
+        assert set(table) == set(paper.theory_width.widths)
+        assert all(0 < s < paper.theory_width.newton_max_steps for s in table.values())
+        assert analysis_cost.newton_steps(act, 512) == table[512]
+        assert analysis_cost.newton_steps(act, 3) == table[4] and analysis_cost.newton_steps(act, 5) == table[4]
+        assert analysis_cost.newton_steps(act, 4096) == table[512]
+    works = {w.shape["N"]: w for w in analysis_cost.theory_width_cost(paper, "theory_width", "cpu").work
+             if w.shape["act"] == "relu"}
+    assert {N: w.shape["eq_steps"] for N, w in works.items()} == analysis_cost.NEWTON_STEPS["relu"]
+    assert works[512].flops == 2 * 937 * analysis_cost.theory_flops("relu", 512, 4, 64, works[512].shape["eq_steps"],
+                                                                     "newton", paper.theory_width.cg_iters)
+
+
+def test_the_newton_theory_probe_times_an_iteration_counted_with_the_steps_it_took(monkeypatch):
+    """The probe solves at the stage's tolerance, so converged samples leave and no step is taken past
+    convergence (at tolerance 0 a converged net's steps tried every step size: small nets planned up to 15x over
+    their whole runs); its FLOPs are the iteration's with the full-batch steps it took."""
+    from pipeline.studies.mupc.analysis import newton
+
+    taken = []
+    solve = newton.newton_equilibrium
+
+    def counted(*a, **kw):
+        eq = solve(*a, **kw)
+        taken.append((eq, kw))
+        return eq
+
+    monkeypatch.setattr(newton, "newton_equilibrium", counted)
+    step, flops = analysis_probe.theory_step(act="relu", N=8, H=3, batch=16, eq_steps=4.0, threads=1,
+                                             device="cpu", budget=1e9, solver="newton")
+    eq, kw = taken[-1]
+    assert eq.converged and eq.steps >= 1 and "tol" not in kw and kw["fallback_max_steps"] == 0
+    full = eq.sample_steps / 16
+    assert 0 < full <= eq.steps
+    assert flops == analysis_cost.theory_flops("relu", 8, 3, 16, full, "newton", 3)
+    step()
+    assert taken[-1][0].sample_steps == eq.sample_steps  # the timed calls repeat the counted one

@@ -23,6 +23,7 @@ at another shape would miss).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -38,11 +39,13 @@ from pipeline.studies.mupc.engine.cost import blocks_flops, dense_flops, eig_flo
 # estimate is off by the ratio of the real count to it.
 EQ_STEPS = 1000
 # Full-batch Newton steps an equilibrium costs to tol 1e-8 (analysis/newton.py; a step computes only the samples
-# not yet converged, so this is the samples computed over the batch size): measured by benchmarks/equilibrium.py
-# (Part 3) on the paper's largest theory_width nets (N = 512, H = 4, B = 64) over their first 8 training
-# iterations, the mean of SP and μPC (benchmarks/README.md): tanh 4.1 and 2.0, ReLU 7.1 and 3.1 (in 5.5, 2.0,
-# 11.4 and 7.0 steps).
-NEWTON_STEPS = {"tanh": 3, "relu": 5}
+# not yet converged, so this is the samples computed over the batch size), per width: the mean over whole paper
+# runs of theory_width's nets (937 iterations, H = 4, B = 64, MNIST), of SP and μPC, measured by
+# ``benchmarks/equilibrium.py --parts 4`` (benchmarks/README.md). A width between two takes the nearer one's.
+NEWTON_STEPS: dict[str, dict[int, float]] = {
+    "tanh": {1: 3.06, 2: 4.06, 4: 4.13, 8: 4.26, 16: 3.88, 32: 3.52, 64: 3.19, 128: 2.71, 256: 2.54, 512: 2.36},
+    "relu": {1: 0.04, 2: 0.07, 4: 0.48, 8: 1.46, 16: 1.96, 32: 2.19, 64: 2.45, 128: 2.5, 256: 2.5, 512: 2.34},
+}
 # newton.STEP_SIZES tried a step (tanh: Newton's 4 + Gauss–Newton's 7), all evaluated on a GPU; the CPU tries them
 # in turn and mostly evaluates one or two, which its probes' rates (seconds per counted FLOP) take in
 LINE_SEARCH_TRIES = {"tanh": 11, "relu": 7}
@@ -191,6 +194,12 @@ def _fwd(cfg: MupcAnalysisParams, device: str) -> Cost:
                 peak_what=f"a cell of N={N}, L={L}")
 
 
+def newton_steps(act: str, N: int) -> float:
+    """:data:`NEWTON_STEPS` of ``act`` at the measured width nearest ``N`` (on a log scale; a tie: the narrower)."""
+    table = NEWTON_STEPS[act]
+    return table[min(table, key=lambda n: (abs(math.log2(n / N)), n))]
+
+
 def newton_step_flops(act: str, N: int, H: int, B: int, cg_iters: int) -> float:
     """One Newton step (analysis/newton.py) in units of a sweep's products, 2B((H−1)N² + d_y N): the state
     (errors and pulls, 2), the Woodbury columns (d_y sweeps) and their d_y × d_y system, the solves (2 sweeps
@@ -202,7 +211,7 @@ def newton_step_flops(act: str, N: int, H: int, B: int, cg_iters: int) -> float:
     return sweep * (2 + D_Y + 2 * solves + 2 * products + LINE_SEARCH_TRIES[act]) + woodbury
 
 
-def theory_flops(act: str, N: int, H: int, B: int, eq_steps: int, solver: str = "gd", cg_iters: int = 3) -> float:
+def theory_flops(act: str, N: int, H: int, B: int, eq_steps: float, solver: str = "gd", cg_iters: int = 3) -> float:
     """One iteration of a theory network (see the module docstring)."""
     rest = 5 * ffwd_flops(N, H, B)
     if act == "linear":
@@ -219,22 +228,23 @@ def _theory(cfg: MupcAnalysisParams, nets: list[tuple[str, int, int, int]], iter
     equilibria by ``solver``."""
     tw = cfg.theory_width
 
-    def steps(act: str) -> int:
+    def steps(act: str, N: int) -> float:
         if act == "linear":
             return 0
-        return min(NEWTON_STEPS[act], tw.newton_max_steps) if solver == "newton" else min(EQ_STEPS, tw.eq_max_steps)
+        return min(newton_steps(act, N), tw.newton_max_steps) if solver == "newton" else min(EQ_STEPS, tw.eq_max_steps)
 
     work = tuple(Work(f"{act} N={N} H={H}, {k} nets", "theory_step",
-                      {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps(act), "solver": solver,
+                      {"act": act, "N": N, "H": H, "batch": B, "eq_steps": steps(act, N), "solver": solver,
                        "cg_iters": tw.cg_iters, "threads": theory_threads(N, cfg.threads),
                        **({"device": "cpu"} if theory_device(N, device) == "cpu" != device else {})},
-                      k * iters * theory_flops(act, N, H, B, steps(act), solver, tw.cg_iters), k)
+                      k * iters * theory_flops(act, N, H, B, steps(act, N), solver, tw.cg_iters), k)
                  for act, N, H, k in nets)
     n = sum(k for *_, k in nets)
     bound = ""
     if any(act != "linear" for act, *_ in nets):
-        bound = (f"; tanh/relu by Newton at {NEWTON_STEPS['tanh']}/{NEWTON_STEPS['relu']} full-batch steps per "
-                 f"equilibrium (measured, typical)" if solver == "newton" else
+        widest = max(N for act, N, *_ in nets if act != "linear")
+        bound = (f"; tanh/relu by Newton at the full-batch steps per equilibrium measured over whole runs (N={widest}: "
+                 f"{newton_steps('tanh', widest):g}/{newton_steps('relu', widest):g})" if solver == "newton" else
                  f"; tanh/relu at {EQ_STEPS:,} GD steps per equilibrium (typical; at most eq_max_steps = "
                  f"{tw.eq_max_steps:,})")
     return Cost(runs=n, groups=n, work=work, parallel=True, note=f"{n} nets × {iters} iterations, float64{bound}")

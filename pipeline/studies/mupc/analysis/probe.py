@@ -22,6 +22,7 @@ from pipeline.studies.mupc.analysis.layout import FWD_VARIANTS
 from pipeline.studies.mupc.analysis.train import hessian_spec, theory_run, theory_spec
 from pipeline.studies.mupc.engine import hessian as hz
 from pipeline.studies.mupc.engine.cost import blocks_flops, eig_flops
+from pipeline.studies.mupc.engine.energy import errors, weight_grads
 from pipeline.studies.mupc.engine.model import NetSpec, feedforward, init_weights
 
 Step = tuple[Callable[[], None], float]
@@ -130,28 +131,40 @@ def spectral_norms(*, N: int, threads: int, device: str, budget: float) -> Step:
     return step, spectral_flops(N, N)
 
 
-def theory_step(*, act: str, N: int, H: int, batch: int, eq_steps: int, threads: int, device: str,
+def theory_step(*, act: str, N: int, H: int, batch: int, eq_steps: float, threads: int, device: str,
                 budget: float, solver: str = "gd", cg_iters: int = 3) -> Step:
-    """Linear: two iterations of ``theory_run`` (two records, one update). tanh/relu: steps of the numerical
-    equilibrium by its solver (tolerance 0, so it takes them all; at most :data:`EQ_PROBE_STEPS`, Newton
-    without its fallback), the part that dominates."""
+    """Linear: two iterations of ``theory_run`` (two records, one update). tanh/relu by Newton: one training
+    iteration's work (feed-forward, the equilibrium at the stage's tolerance, its energy and weight gradients),
+    counted with the full-batch steps it took, so the rate is that of the steps a run takes: converged samples
+    leave, and on a CPU the line search evaluates the tries it needs (timed at tolerance 0, the steps after
+    convergence tried every step size, and the plan counted the small nets up to 15x over their whole runs;
+    benchmarks/README.md). By gradient descent: its steps (tolerance 0, at most :data:`EQ_PROBE_STEPS`)."""
     _threads(threads, device)
     spec = theory_spec(act, "mupc", N, H)
     x, y = _batch(batch, torch.float64, device)
     if act == "linear":
         return (lambda: theory_run(spec, [(x, y), (x, y)], 1e-3, 0)), 2 * theory_flops(act, N, H, batch, 0)
+    w = init_weights(spec, [0], dtype=torch.float64, device=device)
+    if solver == "newton":
+        def iteration() -> float:
+            z0, _ = feedforward(spec, w, x)
+            eq = newton.newton_equilibrium(spec, w, x, y, z0, cg_iters=cg_iters, fallback_max_steps=0)
+            theory.per_sample_energy(spec, w, x, y, eq.z)
+            eps, eps_out = errors(spec, w, x, y, eq.z)
+            weight_grads(spec, w, x, eq.z, eps, eps_out)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            return eq.sample_steps / batch
+
+        full = iteration()  # the warm-up too: the timed calls repeat it exactly
+        return iteration, theory_flops(act, N, H, batch, full, solver, cg_iters)
     per_step = (theory_flops(act, N, H, batch, 1, solver, cg_iters)
                 - theory_flops(act, N, H, batch, 0, solver, cg_iters))
-    steps = max(1, min(eq_steps, EQ_PROBE_STEPS, int(budget // per_step)))
-    w = init_weights(spec, [0], dtype=torch.float64, device=device)
+    steps = max(1, min(int(eq_steps), EQ_PROBE_STEPS, int(budget // per_step)))
     z0, _ = feedforward(spec, w, x)
 
     def step() -> None:
-        if solver == "newton":
-            newton.newton_equilibrium(spec, w, x, y, z0, tol=0.0, max_steps=steps, cg_iters=cg_iters,
-                                      fallback_max_steps=0)
-        else:
-            theory.numerical_equilibrium(spec, w, x, y, z0, tol=0.0, max_steps=steps)
+        theory.numerical_equilibrium(spec, w, x, y, z0, tol=0.0, max_steps=steps)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 

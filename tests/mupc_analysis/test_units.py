@@ -917,7 +917,7 @@ def test_newton_steps_are_measured_at_every_paper_width_and_looked_up_by_the_nea
 
 def test_the_newton_theory_probe_times_an_iteration_counted_with_the_steps_it_took(monkeypatch):
     """The probe solves at the stage's tolerance, so converged samples leave and no step is taken past
-    convergence (at tolerance 0 a converged net's steps tried every step size: small nets planned up to 15x over
+    convergence (at tolerance 0 a converged net's steps tried every step size: narrow nets planned up to 7.8x over
     their whole runs); its FLOPs are the iteration's with the full-batch steps it took."""
     from pipeline.studies.mupc.analysis import newton
 

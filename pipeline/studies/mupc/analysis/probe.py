@@ -137,7 +137,7 @@ def theory_step(*, act: str, N: int, H: int, batch: int, eq_steps: float, thread
     iteration's work (feed-forward, the equilibrium at the stage's tolerance, its energy and weight gradients),
     counted with the full-batch steps it took, so the rate is that of the steps a run takes: converged samples
     leave, and on a CPU the line search evaluates the tries it needs (timed at tolerance 0, the steps after
-    convergence tried every step size, and the plan counted the small nets up to 15x over their whole runs;
+    convergence tried every step size, and the plan counted narrow ReLU nets up to 7.8x over their whole runs;
     benchmarks/README.md). By gradient descent: its steps (tolerance 0, at most :data:`EQ_PROBE_STEPS`)."""
     _threads(threads, device)
     spec = theory_spec(act, "mupc", N, H)

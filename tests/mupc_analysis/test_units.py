@@ -901,6 +901,7 @@ def test_newton_steps_are_measured_at_every_paper_width_and_looked_up_by_the_nea
     """The cost model's Newton steps per equilibrium come from whole runs of the paper's own nets (every width
     of theory_width); another profile's width takes the nearest measured one's, on a log scale."""
     paper = load_section(MupcAnalysisParams, _raw(), NAME, "paper")
+    assert paper.theory_width.eq_tol == analysis_cost.NEWTON_TOL  # the tolerance the table was measured at
     for act in ("tanh", "relu"):
         table = analysis_cost.NEWTON_STEPS[act]
         assert set(table) == set(paper.theory_width.widths)
@@ -916,9 +917,10 @@ def test_newton_steps_are_measured_at_every_paper_width_and_looked_up_by_the_nea
 
 
 def test_the_newton_theory_probe_times_an_iteration_counted_with_the_steps_it_took(monkeypatch):
-    """The probe solves at the stage's tolerance, so converged samples leave and no step is taken past
-    convergence (at tolerance 0 a converged net's steps tried every step size: narrow nets planned up to 7.8x over
-    their whole runs); its FLOPs are the iteration's with the full-batch steps it took."""
+    """The probe solves to the tolerance the cost model's steps were measured at (the paper's eq_tol), so
+    converged samples leave and no step is taken past convergence (at tolerance 0 a converged net's steps tried
+    every step size: narrow nets planned up to 7.8x over their whole runs); its FLOPs are the iteration's with the
+    full-batch steps it took."""
     from pipeline.studies.mupc.analysis import newton
 
     taken = []
@@ -933,7 +935,8 @@ def test_the_newton_theory_probe_times_an_iteration_counted_with_the_steps_it_to
     step, flops = analysis_probe.theory_step(act="relu", N=8, H=3, batch=16, eq_steps=4.0, threads=1,
                                              device="cpu", budget=1e9, solver="newton")
     eq, kw = taken[-1]
-    assert eq.converged and eq.steps >= 1 and "tol" not in kw and kw["fallback_max_steps"] == 0
+    assert eq.converged and eq.steps >= 1 and kw["tol"] == analysis_cost.NEWTON_TOL == 1e-8
+    assert kw["fallback_max_steps"] == 0
     full = eq.sample_steps / 16
     assert 0 < full <= eq.steps
     assert flops == analysis_cost.theory_flops("relu", 8, 3, 16, full, "newton", 3)

@@ -41,7 +41,9 @@ EQ_STEPS = 1000
 # Full-batch Newton steps an equilibrium costs to tol 1e-8 (analysis/newton.py; a step computes only the samples
 # not yet converged, so this is the samples computed over the batch size), per width: the mean over whole paper
 # runs of theory_width's nets (937 iterations, H = 4, B = 64, MNIST), of SP and μPC, measured by
-# ``benchmarks/equilibrium.py --parts 4`` (benchmarks/README.md). A width between two takes the nearer one's.
+# ``benchmarks/equilibrium.py --parts 4`` (benchmarks/README.md), at the paper's eq_tol (:data:`NEWTON_TOL`, which
+# the probe solves to as well). A width between two takes the nearer one's.
+NEWTON_TOL = 1e-8
 NEWTON_STEPS: dict[str, dict[int, float]] = {
     "tanh": {1: 3.06, 2: 4.06, 4: 4.13, 8: 4.26, 16: 3.88, 32: 3.52, 64: 3.19, 128: 2.71, 256: 2.54, 512: 2.36},
     "relu": {1: 0.04, 2: 0.07, 4: 0.48, 8: 1.46, 16: 1.96, 32: 2.19, 64: 2.45, 128: 2.5, 256: 2.5, 512: 2.34},

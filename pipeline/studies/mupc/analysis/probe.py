@@ -12,6 +12,7 @@ from pipeline.device import cpu_threads
 from pipeline.studies.mupc.analysis import fwdpass, newton, theory
 from pipeline.studies.mupc.analysis.cost import (
     D_Y,
+    NEWTON_TOL,
     D,
     ffwd_flops,
     init_flops,
@@ -134,7 +135,8 @@ def spectral_norms(*, N: int, threads: int, device: str, budget: float) -> Step:
 def theory_step(*, act: str, N: int, H: int, batch: int, eq_steps: float, threads: int, device: str,
                 budget: float, solver: str = "gd", cg_iters: int = 3) -> Step:
     """Linear: two iterations of ``theory_run`` (two records, one update). tanh/relu by Newton: one training
-    iteration's work (feed-forward, the equilibrium at the stage's tolerance, its energy and weight gradients),
+    iteration's work (feed-forward, the equilibrium to :data:`~.cost.NEWTON_TOL`, the paper's eq_tol at which the
+    cost model's steps were measured, its energy and weight gradients),
     counted with the full-batch steps it took, so the rate is that of the steps a run takes: converged samples
     leave, and on a CPU the line search evaluates the tries it needs (timed at tolerance 0, the steps after
     convergence tried every step size, and the plan counted narrow ReLU nets up to 7.8x over their whole runs;
@@ -148,7 +150,8 @@ def theory_step(*, act: str, N: int, H: int, batch: int, eq_steps: float, thread
     if solver == "newton":
         def iteration() -> float:
             z0, _ = feedforward(spec, w, x)
-            eq = newton.newton_equilibrium(spec, w, x, y, z0, cg_iters=cg_iters, fallback_max_steps=0)
+            eq = newton.newton_equilibrium(spec, w, x, y, z0, tol=NEWTON_TOL, cg_iters=cg_iters,
+                                           fallback_max_steps=0)
             theory.per_sample_energy(spec, w, x, y, eq.z)
             eps, eps_out = errors(spec, w, x, y, eq.z)
             weight_grads(spec, w, x, eq.z, eps, eps_out)

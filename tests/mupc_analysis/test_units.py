@@ -352,10 +352,13 @@ def _collect(result: Any) -> tuple[list[Output], Output]:
             return parts, stop.value
 
 
-def test_theory_nets_are_parts_that_resume_and_tasks_that_run_anywhere():
+def test_theory_nets_are_parts_that_resume_and_tasks_that_run_anywhere(tmp_path, monkeypatch, data_mirror):
     """Each theory net is a part with its run, written when trained (a stopped paper unit resumes); a net
     trained with the same settings is kept; the nets are ctx.map tasks, pickled to other processes and
     finished in reverse order with the same numbers."""
+    (tmp_path / "artifacts").mkdir()
+    (tmp_path / "artifacts" / "data").symlink_to(data_mirror)
+    monkeypatch.setenv("TRAINSCAPE_ROOT", str(tmp_path))  # the other processes inherit it and read the same MNIST
     cfg = _cfg(TINY_GRID)
     store = Store()
     parts, final = _run_train(store, cfg, "theory_grid")

@@ -22,11 +22,12 @@ in turn, twice each, the faster of each; printed: time per iteration and the rat
 and the samples computed per equilibrium over the batch size (the full-batch steps they cost: the cost model's
 ``NEWTON_STEPS``).
 
-Part 4, whole runs (``--parts 4``, not in the default: the paper's widths take about 90 min on one core): every
-(act, param, N) of ``--widths`` trained over all ``--whole-iters`` iterations by ``theory_run`` as the stage trains
-it, on its MNIST batches; printed: seconds per iteration and minutes per net, the mean steps per equilibrium, the mean
-full-batch steps (samples computed over the batch size) and the fallback's steps, then the mean of the params'
-full-batch steps per width: the cost model's ``NEWTON_STEPS`` (``pipeline/studies/mupc/analysis/cost.py``).
+Part 4, whole runs (``--parts 4``, not in the default: the paper's widths take about 33 min on one core, 15.5 min of
+it the four nets at N = 512): every (act, param, N) of ``--widths`` trained over all ``--whole-iters`` iterations by
+``theory_run`` as the stage trains it, on its MNIST batches; printed: seconds per iteration and minutes per net, the
+mean steps per equilibrium, the mean full-batch steps (samples computed over the batch size) and the fallback's
+steps, then the mean of the params' full-batch steps per width: the cost model's ``NEWTON_STEPS``
+(``pipeline/studies/mupc/analysis/cost.py``).
 
 Both on one core, one torch thread (``torch.set_num_threads(1)``; run it under ``taskset -c 1``).
 """
